@@ -1,0 +1,161 @@
+"""Typed schemas for every config group, registered in Hydra's ConfigStore.
+
+Each YAML under conf/ names its schema in `defaults:` (for example `- /schema/network/q_network`), so a
+wrong type fails at composition with the key named. Value checks that types cannot express (ranges,
+cross-key rules) live in `validate()`, which runs before anything is built or written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class EnvConfig:
+    id: str = "CartPole-v1"
+    num_envs: int = 1
+    vectorization: str = "sync"  # sync | async
+    # null: gymnasium's spec.reward_threshold for this id; a number overrides it.
+    reward_threshold: Optional[float] = None
+    # null: the env's registered time limit.
+    max_episode_steps: Optional[int] = None
+
+
+@dataclass
+class QNetworkConfig:
+    _target_: str = "rlrun.networks.QNetwork"
+    hidden_sizes: List[int] = field(default_factory=lambda: [128, 128])
+    dueling: bool = False
+    layer_norm: bool = False
+    activation: str = "relu"  # relu | tanh | elu | gelu
+
+
+@dataclass
+class UniformBufferConfig:
+    _target_: str = "rlrun.replay.ReplayBuffer"
+    capacity: int = 100_000
+
+
+@dataclass
+class PrioritizedBufferConfig:
+    _target_: str = "rlrun.replay.PrioritizedReplayBuffer"
+    capacity: int = 100_000
+    alpha: float = 0.6
+    beta_start: float = 0.4
+    # env steps over which beta anneals linearly to 1; null = the whole run (total_steps).
+    beta_anneal_steps: Optional[int] = None
+    priority_eps: float = 1e-6
+
+
+@dataclass
+class AdamConfig:
+    _target_: str = "torch.optim.Adam"
+    _partial_: bool = True
+    lr: float = 1e-3
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+
+
+@dataclass
+class RMSpropConfig:
+    _target_: str = "torch.optim.RMSprop"
+    _partial_: bool = True
+    lr: float = 2.5e-4
+    alpha: float = 0.95
+    eps: float = 1e-2
+    momentum: float = 0.0
+    centered: bool = True
+
+
+@dataclass
+class SGDConfig:
+    _target_: str = "torch.optim.SGD"
+    _partial_: bool = True
+    lr: float = 1e-2
+    momentum: float = 0.9
+    nesterov: bool = False
+    weight_decay: float = 0.0
+
+
+@dataclass
+class DeviceConfig:
+    type: str = "auto"  # auto | cpu | cuda
+    # torch intra-op threads; null leaves torch's default (all cores). 1 is fastest for small nets.
+    threads: Optional[int] = 1
+
+
+@dataclass
+class AlgoConfig:
+    gamma: float = 0.99
+    batch_size: int = 128
+    learning_starts: int = 1_000  # env steps of random play before the first update
+    train_freq: int = 4  # env steps (summed over vector envs) between update phases
+    gradient_steps: int = 1  # gradient steps per update phase
+    target_update_period: int = 1  # gradient steps between target updates
+    tau: float = 1.0  # 1.0 = hard copy; < 1 = Polyak averaging
+    double: bool = True
+    loss: str = "huber"  # huber | mse
+    max_grad_norm: Optional[float] = 10.0  # null: no clipping (the norm is still logged)
+    lr_end_factor: float = 1.0  # linear lr decay to lr * lr_end_factor over the run; 1.0 = constant
+
+
+@dataclass
+class ExplorationConfig:
+    schedule: str = "linear"  # linear | exponential
+    start: float = 1.0
+    end: float = 0.05
+    duration: int = 10_000  # env steps until epsilon reaches `end`
+
+
+@dataclass
+class EvalConfig:
+    interval: int = 10_000  # env steps between greedy evaluations; 0 disables
+    episodes: int = 5
+
+
+@dataclass
+class LogConfig:
+    interval: int = 1_000  # env steps between scalar logs
+    progress_bar: Optional[bool] = None  # null: only when stdout is a terminal
+    plot: bool = True  # write returns.png at the end
+
+
+@dataclass
+class RunConfig:
+    env: EnvConfig = MISSING
+    network: Any = MISSING
+    buffer: Any = MISSING
+    optimizer: Any = MISSING
+    device: DeviceConfig = MISSING
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    exp_name: str = "dqn"
+    seed: int = 0
+    total_steps: int = 100_000
+    stop_on_solve: bool = False
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    # Stored at the root (not in a group) so that `--help` lists only the real option groups.
+    for name, node in SCHEMAS.items():
+        cs.store(name=name, node=node)
+
+
+SCHEMAS = {
+    "schema_run": RunConfig,
+    "schema_env": EnvConfig,
+    "schema_q_network": QNetworkConfig,
+    "schema_uniform_buffer": UniformBufferConfig,
+    "schema_prioritized_buffer": PrioritizedBufferConfig,
+    "schema_adam": AdamConfig,
+    "schema_rmsprop": RMSpropConfig,
+    "schema_sgd": SGDConfig,
+    "schema_device": DeviceConfig,
+}

@@ -1,0 +1,25 @@
+"""Device selection and CPU thread count."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from rlrun.validate import ConfigError
+
+
+def resolve_device(kind: str) -> torch.device:
+    if kind == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device.type", kind, "cpu or auto on this machine: torch sees no CUDA device "
+                          f"(torch {torch.__version__}, built with CUDA {torch.version.cuda})")
+    return torch.device(kind)
+
+
+def set_threads(threads: Optional[int]) -> None:
+    """Small networks run fastest on one thread; torch's default (one per core) oversubscribes
+    parallel sweep jobs. null keeps torch's default."""
+    if threads is not None:
+        torch.set_num_threads(threads)

@@ -1,0 +1,55 @@
+"""Vector envs and the one place that turns a gymnasium step into stored transitions."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.wrappers.vector import RecordEpisodeStatistics
+
+
+def make_vector_env(
+    env_id: str, num_envs: int, vectorization: str = "sync", max_episode_steps: Optional[int] = None
+) -> gym.vector.VectorEnv:
+    """A vector env in SAME_STEP autoreset mode with episode statistics.
+
+    SAME_STEP: the step that ends an episode already returns the next episode's first observation, and
+    the real last observation arrives in `infos["final_obs"]`. So every env step is one real transition
+    and none links two episodes (see `next_obs_for_storage`).
+    """
+    kwargs = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
+    envs = gym.make_vec(
+        env_id,
+        num_envs=num_envs,
+        vectorization_mode=vectorization,
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+        **kwargs,
+    )
+    return RecordEpisodeStatistics(envs)
+
+
+def next_obs_for_storage(next_obs: np.ndarray, infos: dict) -> np.ndarray:
+    """The observation each transition really ended in: the final one for envs that just reset."""
+    mask = infos.get("_final_obs")
+    if mask is None or not mask.any():
+        return next_obs
+    real = next_obs.copy()
+    for i in np.flatnonzero(mask):
+        real[i] = infos["final_obs"][i]
+    return real
+
+
+def bootstrap_discounts(terminated: np.ndarray, gamma: float) -> np.ndarray:
+    """gamma where the next state has a value (running or time-limit truncated), 0 where it terminated."""
+    return gamma * (1.0 - terminated.astype(np.float32))
+
+
+def finished_episodes(infos: dict) -> list[tuple[int, float, int]]:
+    """(env index, return, length) of every episode that ended on this step."""
+    mask = infos.get("_episode")
+    if mask is None or not mask.any():
+        return []
+    ep = infos["episode"]
+    return [(int(i), float(ep["r"][i]), int(ep["l"][i])) for i in np.flatnonzero(mask)]

@@ -1,0 +1,24 @@
+"""Greedy evaluation: `episodes` envs run side by side, one batched forward pass per step."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlrun.envs import finished_episodes
+
+
+@torch.no_grad()
+def evaluate(q_net: nn.Module, envs, seed: int, device: torch.device) -> np.ndarray:
+    """Returns of the first episode of each sub-env of `envs` under the greedy policy."""
+    n = envs.num_envs
+    returns = np.full(n, np.nan)
+    obs, _ = envs.reset(seed=seed)
+    while np.isnan(returns).any():
+        actions = q_net(torch.as_tensor(obs, device=device)).argmax(dim=1).cpu().numpy()
+        obs, _, _, _, infos = envs.step(actions)
+        for i, ret, _ in finished_episodes(infos):
+            if np.isnan(returns[i]):
+                returns[i] = ret
+    return returns

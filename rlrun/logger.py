@@ -1,0 +1,149 @@
+"""Everything a run writes besides checkpoints: TensorBoard events, episodes.csv, summary.json,
+returns.png and the progress bar. All of it goes under the run's output directory."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
+from tqdm import tqdm
+
+# Scalars the HParams tab shows next to each run's hyperparameters.
+log = logging.getLogger(__name__)
+
+HPARAM_METRICS = ["charts/mean_return_100", "eval/mean_return", "hparams/best_mean_return_100",
+                  "hparams/solved_step"]
+
+
+def flat_hparams(cfg: DictConfig) -> dict[str, Any]:
+    """The config as `a.b.c -> value` with TensorBoard-friendly values (lists and None become strings)."""
+    out = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{prefix}{k}.")
+        else:
+            key = prefix[:-1]
+            out[key] = node if isinstance(node, (bool, int, float, str)) else str(node)
+
+    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    return out
+
+
+class RunLogger:
+    def __init__(self, out_dir: Path, cfg: DictConfig, total_steps: int, reward_threshold: Optional[float],
+                 progress_bar: Optional[bool] = None, window: int = 100):
+        self.out_dir = Path(out_dir)
+        self.writer = SummaryWriter(str(self.out_dir))
+        self.writer.add_text("config", "    " + OmegaConf.to_yaml(cfg).replace("\n", "\n    "), 0)
+        for summary in hparams(flat_hparams(cfg), {m: 0.0 for m in HPARAM_METRICS}):
+            self.writer.file_writer.add_summary(summary)
+        self._episodes_file = open(self.out_dir / "episodes.csv", "w", newline="")
+        self._episodes = csv.writer(self._episodes_file)
+        self._episodes.writerow(["env_step", "episode", "return", "length"])
+        self.window: deque[float] = deque(maxlen=window)
+        self.history: list[tuple[int, float]] = []
+        self.reward_threshold = reward_threshold
+        self.episode = 0
+        self.best_mean: Optional[float] = None
+        self.solved: Optional[dict[str, int]] = None
+        self.last_eval: Optional[float] = None
+        self.start_time = time.perf_counter()
+        self.bar = tqdm(total=total_steps, unit="step", dynamic_ncols=True,
+                        disable=None if progress_bar is None else not progress_bar)
+
+    @property
+    def mean_return(self) -> Optional[float]:
+        return float(np.mean(self.window)) if self.window else None
+
+    def episode_end(self, step: int, ret: float, length: int) -> bool:
+        """Record one finished episode; returns True on the episode that first solves the env."""
+        self.episode += 1
+        self.window.append(ret)
+        self.history.append((step, ret))
+        self._episodes.writerow([step, self.episode, ret, length])
+        mean = self.mean_return
+        self.writer.add_scalar("charts/episodic_return", ret, step)
+        self.writer.add_scalar("charts/episodic_length", length, step)
+        self.writer.add_scalar("charts/mean_return_100", mean, step)
+        if len(self.window) == self.window.maxlen:
+            self.best_mean = mean if self.best_mean is None else max(self.best_mean, mean)
+        if (self.solved is None and self.reward_threshold is not None
+                and len(self.window) == self.window.maxlen and mean >= self.reward_threshold):
+            self.solved = {"step": step, "episode": self.episode}
+            message = f"solved at step {step}, episode {self.episode} (100-episode mean {mean:.1f} >= {self.reward_threshold})"
+            self.writer.add_text("solved", message, step)
+            self.writer.add_scalar("hparams/solved_step", step, step)
+            log.info(message)
+            return True
+        return False
+
+    def scalars(self, step: int, values: dict[str, float]) -> None:
+        for tag, value in values.items():
+            self.writer.add_scalar(tag, value, step)
+        if "eval/mean_return" in values:
+            self.last_eval = values["eval/mean_return"]
+
+    def progress(self, step: int, sps: float, epsilon: float) -> None:
+        self.bar.n = step
+        mean = self.mean_return
+        self.bar.set_postfix(sps=f"{sps:.0f}", ret100="-" if mean is None else f"{mean:.1f}", eps=f"{epsilon:.3f}")
+
+    def close(self, step: int, status: str = "finished") -> dict[str, Any]:
+        wall = time.perf_counter() - self.start_time
+        summary = {
+            "status": status,
+            "env_steps": step,
+            "episodes": self.episode,
+            "final_mean_return_100": self.mean_return,
+            "best_mean_return_100": self.best_mean,
+            "final_eval_return": self.last_eval,
+            "reward_threshold": self.reward_threshold,
+            "solved_step": None if self.solved is None else self.solved["step"],
+            "solved_episode": None if self.solved is None else self.solved["episode"],
+            "wall_time_s": wall,
+            "sps": step / wall if wall > 0 else None,
+        }
+        if self.best_mean is not None:
+            self.writer.add_scalar("hparams/best_mean_return_100", self.best_mean, step)
+        (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        self.bar.close()
+        self.writer.close()
+        self._episodes_file.close()
+        return summary
+
+    def plot(self, title: str) -> Optional[Path]:
+        if not self.history:
+            return None
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        steps, rets = map(np.asarray, zip(*self.history))
+        k = min(len(rets), self.window.maxlen)
+        rolling = np.convolve(rets, np.ones(k) / k, mode="valid")
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot(steps, rets, ".", alpha=0.3, label="episode return")
+        ax.plot(steps[k - 1:], rolling, label=f"{k}-episode mean")
+        if self.reward_threshold is not None:
+            ax.axhline(self.reward_threshold, color="gray", ls="--", label="reward threshold")
+        ax.set_xlabel("env step")
+        ax.set_ylabel("return")
+        ax.set_title(title)
+        ax.legend(loc="lower right")
+        fig.tight_layout()
+        path = self.out_dir / "returns.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path

@@ -1,0 +1,185 @@
+"""Replay storage as preallocated tensors on the training device.
+
+A transition is (obs, action, reward, next_obs, discount), where `discount` already folds in the episode
+end: gamma**k for a transition that may bootstrap (including a time-limit truncation), 0 for one that
+terminated. The learner's target is then simply `reward + discount * Q_target(next_obs)`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Sequence
+
+import torch
+
+
+class Batch(NamedTuple):
+    obs: torch.Tensor
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    next_obs: torch.Tensor
+    discounts: torch.Tensor
+    indices: torch.Tensor
+    weights: Optional[torch.Tensor]  # importance-sampling weights (PER only)
+    age: torch.Tensor  # transitions added to the buffer since each sampled one was stored
+
+
+class ReplayBuffer:
+    """Uniform replay: a ring buffer; `sample` draws indices uniformly with replacement."""
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: Sequence[int],
+        device: torch.device | str = "cpu",
+        obs_dtype: torch.dtype = torch.float32,
+        generator: Optional[torch.Generator] = None,
+    ):
+        self.capacity = int(capacity)
+        self.device = torch.device(device)
+        self.generator = generator
+        self.obs = torch.zeros((self.capacity, *obs_shape), dtype=obs_dtype, device=self.device)
+        self.next_obs = torch.zeros_like(self.obs)
+        self.actions = torch.zeros(self.capacity, dtype=torch.long, device=self.device)
+        self.rewards = torch.zeros(self.capacity, dtype=torch.float32, device=self.device)
+        self.discounts = torch.zeros(self.capacity, dtype=torch.float32, device=self.device)
+        self.added_at = torch.zeros(self.capacity, dtype=torch.long, device=self.device)
+        self.pos = 0
+        self.size = 0
+        self.num_added = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, obs, actions, rewards, next_obs, discounts) -> torch.Tensor:
+        """Store a batch of B transitions (tensors with a leading batch axis); returns their slots."""
+        n = actions.shape[0]
+        idx = (torch.arange(n, device=self.device) + self.pos) % self.capacity
+        self.obs[idx] = obs.to(self.device, self.obs.dtype)
+        self.next_obs[idx] = next_obs.to(self.device, self.obs.dtype)
+        self.actions[idx] = actions.to(self.device, torch.long)
+        self.rewards[idx] = rewards.to(self.device, torch.float32)
+        self.discounts[idx] = discounts.to(self.device, torch.float32)
+        self.added_at[idx] = torch.arange(self.num_added, self.num_added + n, device=self.device)
+        self.pos = (self.pos + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
+        self.num_added += n
+        return idx
+
+    def _sample_indices(self, batch_size: int, beta: float):
+        idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=self.generator)
+        return idx, None
+
+    def sample(self, batch_size: int, beta: float = 1.0) -> Batch:
+        idx, weights = self._sample_indices(batch_size, beta)
+        return Batch(
+            self.obs[idx], self.actions[idx], self.rewards[idx], self.next_obs[idx], self.discounts[idx],
+            idx, weights, self.num_added - 1 - self.added_at[idx],
+        )
+
+    def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
+        """Uniform replay has no priorities."""
+
+
+class SumTree:
+    """Binary sum tree over `capacity` leaves, every operation vectorised over a batch of indices.
+
+    Updates and searches walk the tree one level at a time for the whole batch, so their cost is
+    O(log capacity) tensor ops, with no Python loop over the batch.
+    """
+
+    def __init__(self, capacity: int, device: torch.device):
+        self.leaves = 1 << max(0, (capacity - 1).bit_length())
+        self.depth = self.leaves.bit_length() - 1
+        # float64: sums over 1e6 leaves must not drift away from the leaves they are made of.
+        self.tree = torch.zeros(2 * self.leaves, dtype=torch.float64, device=device)
+
+    @property
+    def total(self) -> torch.Tensor:
+        return self.tree[1]
+
+    def leaf_values(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.tree[idx + self.leaves]
+
+    def update(self, idx: torch.Tensor, values: torch.Tensor) -> None:
+        pos = idx + self.leaves
+        self.tree[pos] = values.to(self.tree.dtype)
+        for _ in range(self.depth):
+            pos = pos // 2  # repeated parents just recompute the same sum
+            self.tree[pos] = self.tree[2 * pos] + self.tree[2 * pos + 1]
+
+    def find(self, mass: torch.Tensor) -> torch.Tensor:
+        """Leaf index i with prefix_sum(i) <= mass < prefix_sum(i + 1), for each mass in the batch."""
+        idx = torch.ones_like(mass, dtype=torch.long)
+        mass = mass.to(self.tree.dtype)
+        for _ in range(self.depth):
+            left = self.tree[2 * idx]
+            go_right = mass >= left
+            mass = torch.where(go_right, mass - left, mass)
+            idx = 2 * idx + go_right.long()
+        return idx - self.leaves
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """Proportional prioritized replay (Schaul et al. 2016).
+
+    P(i) = p_i^alpha / sum_k p_k^alpha with p_i = |td_i| + priority_eps; new transitions enter at the
+    largest priority seen so far. Importance weights are w_i = (N * P(i))^-beta, divided by the largest
+    weight in the batch (as Dopamine and most Rainbow implementations do) so that updates only shrink.
+    Sampling is stratified: the total mass is cut into `batch_size` equal segments, one draw in each.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: Sequence[int],
+        device: torch.device | str = "cpu",
+        obs_dtype: torch.dtype = torch.float32,
+        generator: Optional[torch.Generator] = None,
+        alpha: float = 0.6,
+        beta_start: float = 0.4,
+        beta_anneal_steps: Optional[int] = None,
+        priority_eps: float = 1e-6,
+    ):
+        super().__init__(capacity, obs_shape, device, obs_dtype, generator)
+        self.alpha = alpha
+        self.beta_start = beta_start
+        self.beta_anneal_steps = beta_anneal_steps
+        self.priority_eps = priority_eps
+        self.tree = SumTree(self.capacity, self.device)
+        self.max_priority = torch.ones((), dtype=torch.float64, device=self.device)
+
+    def beta(self, step: int, total_steps: int) -> float:
+        duration = self.beta_anneal_steps if self.beta_anneal_steps is not None else total_steps
+        return min(1.0, self.beta_start + (1.0 - self.beta_start) * step / max(1, duration))
+
+    def add(self, obs, actions, rewards, next_obs, discounts) -> torch.Tensor:
+        idx = super().add(obs, actions, rewards, next_obs, discounts)
+        self.tree.update(idx, (self.max_priority ** self.alpha).expand(idx.shape[0]))
+        return idx
+
+    def probabilities(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.tree.leaf_values(idx) / self.tree.total
+
+    def _sample_indices(self, batch_size: int, beta: float):
+        segment = self.tree.total / batch_size
+        u = torch.rand(batch_size, device=self.device, generator=self.generator, dtype=torch.float64)
+        mass = (torch.arange(batch_size, device=self.device, dtype=torch.float64) + u) * segment
+        idx = self.tree.find(mass).clamp_(max=self.size - 1)  # float round-off at the right edge
+        weights = (self.size * self.probabilities(idx)) ** (-beta)
+        return idx, (weights / weights.max()).float()
+
+    def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
+        priorities = td_errors.detach().abs().to(torch.float64) + self.priority_eps
+        self.max_priority = torch.maximum(self.max_priority, priorities.max())
+        self.tree.update(indices, priorities ** self.alpha)
+
+    def stats(self) -> dict[str, torch.Tensor]:
+        """Priority statistics over the stored transitions (p^alpha, as sampled)."""
+        p = self.tree.tree[self.tree.leaves : self.tree.leaves + self.size]
+        total = p.sum()
+        return {
+            "priority_max": p.max(),
+            "priority_mean": p.mean(),
+            # Kish effective sample size of P, as a fraction of N: 1 = uniform, -> 1/N = one transition.
+            "ess_fraction": total * total / (self.size * (p * p).sum()),
+        }

@@ -1,0 +1,103 @@
+"""Value checks that types cannot express. They run before anything is built, trained or written."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from omegaconf import DictConfig
+
+
+class ConfigError(ValueError):
+    """A config value is out of range or inconsistent; the message names the key and what is allowed."""
+
+    def __init__(self, key: str, value: Any, allowed: str):
+        self.key, self.value, self.allowed = key, value, allowed
+        super().__init__(f"Invalid config value {key}={value!r}: allowed {allowed}.")
+
+
+def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ConfigError(key, value, allowed)
+
+
+def _positive(cfg: DictConfig, key: str) -> None:
+    v = cfg_get(cfg, key)
+    _check(v is not None and v > 0, key, v, "a number > 0")
+
+
+def _one_of(cfg: DictConfig, key: str, choices) -> None:
+    v = cfg_get(cfg, key)
+    _check(v in choices, key, v, "one of " + ", ".join(map(str, choices)))
+
+
+def _in_range(cfg: DictConfig, key: str, lo: float, hi: float, lo_open=False, hi_open=False) -> None:
+    v = cfg_get(cfg, key)
+    ok = v is not None and math.isfinite(v) and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+    if math.isinf(hi):
+        allowed = f"a number {'>' if lo_open else '>='} {lo}"
+    else:
+        allowed = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+    _check(ok, key, v, allowed)
+
+
+def cfg_get(cfg: DictConfig, key: str) -> Any:
+    node: Any = cfg
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def validate(cfg: DictConfig) -> None:
+    from rlrun.networks import ACTIVATIONS
+
+    _one_of(cfg, "env.vectorization", ["sync", "async"])
+    _positive(cfg, "env.num_envs")
+    if cfg.env.max_episode_steps is not None:
+        _positive(cfg, "env.max_episode_steps")
+
+    _check(len(cfg.network.hidden_sizes) > 0 and all(h > 0 for h in cfg.network.hidden_sizes),
+           "network.hidden_sizes", list(cfg.network.hidden_sizes), "a non-empty list of positive ints")
+    _one_of(cfg, "network.activation", sorted(ACTIVATIONS))
+
+    _positive(cfg, "buffer.capacity")
+    if "alpha" in cfg.buffer:
+        _in_range(cfg, "buffer.alpha", 0.0, 1.0)
+        _in_range(cfg, "buffer.beta_start", 0.0, 1.0)
+        _in_range(cfg, "buffer.priority_eps", 0.0, math.inf, lo_open=True, hi_open=True)
+        if cfg.buffer.beta_anneal_steps is not None:
+            _positive(cfg, "buffer.beta_anneal_steps")
+
+    _in_range(cfg, "optimizer.lr", 0.0, math.inf, lo_open=True, hi_open=True)
+    _one_of(cfg, "device.type", ["auto", "cpu", "cuda"])
+    if cfg.device.threads is not None:
+        _positive(cfg, "device.threads")
+
+    a = cfg.algo
+    _in_range(cfg, "algo.gamma", 0.0, 1.0, lo_open=True)
+    _positive(cfg, "algo.batch_size")
+    _check(a.batch_size <= cfg.buffer.capacity, "algo.batch_size", a.batch_size,
+           f"at most buffer.capacity={cfg.buffer.capacity}")
+    _in_range(cfg, "algo.learning_starts", 0, math.inf, hi_open=True)
+    _positive(cfg, "algo.train_freq")
+    _positive(cfg, "algo.gradient_steps")
+    _positive(cfg, "algo.target_update_period")
+    _in_range(cfg, "algo.tau", 0.0, 1.0, lo_open=True)
+    _one_of(cfg, "algo.loss", ["huber", "mse"])
+    if a.max_grad_norm is not None:
+        _positive(cfg, "algo.max_grad_norm")
+    _in_range(cfg, "algo.lr_end_factor", 0.0, 1.0)
+
+    _one_of(cfg, "exploration.schedule", ["linear", "exponential"])
+    _in_range(cfg, "exploration.start", 0.0, 1.0)
+    _in_range(cfg, "exploration.end", 0.0, 1.0)
+    if cfg.exploration.schedule == "exponential":
+        _check(cfg.exploration.end > 0, "exploration.end", cfg.exploration.end,
+               "> 0 with exploration.schedule=exponential (a geometric decay never reaches 0)")
+    _in_range(cfg, "exploration.duration", 0, math.inf, hi_open=True)
+
+    _in_range(cfg, "eval.interval", 0, math.inf, hi_open=True)
+    _positive(cfg, "eval.episodes")
+    _positive(cfg, "log.interval")
+    _positive(cfg, "total_steps")
+    _in_range(cfg, "seed", 0, 2**32 - 1)

@@ -1,0 +1,43 @@
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+
+class CountingEnv(gym.Env):
+    """obs = [t] (steps taken this episode); reward = 1 per step; terminates after `terminate_at` steps
+    (if set). With gymnasium's TimeLimit on top it truncates instead. Every value is known by hand."""
+
+    def __init__(self, terminate_at=None):
+        self.observation_space = spaces.Box(0, 1000, shape=(1,), dtype=np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.terminate_at = terminate_at
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        terminated = self.terminate_at is not None and self.t >= self.terminate_at
+        return np.array([float(self.t)], dtype=np.float32), 1.0, terminated, False, {}
+
+
+gym.register("rlrun_tests/Terminating-v0", entry_point=CountingEnv, kwargs={"terminate_at": 3})
+gym.register("rlrun_tests/TimeLimited-v0", entry_point=CountingEnv, max_episode_steps=4)
+
+
+@pytest.fixture
+def compose():
+    """Compose the real config with overrides through Hydra's compose API (no output dir, no chdir)."""
+    from hydra import compose as hydra_compose, initialize_config_module
+
+    import rlrun.train  # noqa: F401  registers the schemas and resolvers
+
+    def _compose(*overrides):
+        with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
+            return hydra_compose(config_name="config", overrides=list(overrides))
+
+    return _compose

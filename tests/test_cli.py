@@ -1,0 +1,98 @@
+"""The real entrypoint in a subprocess: what a user types, what a run leaves behind, how bad input reads."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+REQUIRED_TAGS = {
+    "charts/episodic_return", "charts/episodic_length", "charts/mean_return_100", "charts/epsilon",
+    "charts/learning_rate", "charts/SPS", "charts/updates", "losses/td_loss", "losses/q_mean", "losses/q_var",
+    "losses/grad_norm", "replay/size", "replay/sample_age", "replay/unique_fraction", "per/beta",
+    "per/priority_max", "per/priority_mean", "per/ess_fraction", "eval/mean_return", "eval/std_return",
+    "hparams/best_mean_return_100",
+}
+TINY = ["total_steps=3000", "algo.learning_starts=200", "log.interval=250", "eval.interval=500",
+        "eval.episodes=2", "env.reward_threshold=10"]
+
+
+def run_train(*args, cwd=None):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "rlrun.train", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd, env=env)
+
+
+def test_dueling_per_run_leaves_everything_behind(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = run_train("network=dueling", "buffer=per", *TINY, f"hydra.run.dir={run_dir}")
+    assert proc.returncode == 0, proc.stderr
+    assert "solved at step" in proc.stdout + proc.stderr  # threshold 10 is reached by random play
+
+    events = list(run_dir.glob("events.out.tfevents.*"))
+    assert len(events) == 1
+    acc = EventAccumulator(str(events[0]), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert REQUIRED_TAGS <= tags, REQUIRED_TAGS - tags
+    assert acc.Scalars("charts/epsilon")[0].value == pytest.approx(1 - 0.95 * 250 / 10_000)
+    assert 0 < acc.Scalars("replay/unique_fraction")[-1].value <= 1
+    assert "config" in acc.Tags()["tensors"] or acc.Tags().get("tensors")  # config text
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] == 3000 and summary["status"] == "finished"
+    assert summary["solved_step"] is not None and summary["reward_threshold"] == 10
+    lines = (run_dir / "episodes.csv").read_text().splitlines()
+    assert lines[0] == "env_step,episode,return,length"
+    assert len(lines) - 1 == summary["episodes"]
+    total_len = sum(int(line.split(",")[3]) for line in lines[1:])
+    assert total_len <= 3000 and int(lines[-1].split(",")[0]) <= 3000
+    assert (run_dir / "returns.png").read_bytes()[:4] == b"\x89PNG"
+    assert (run_dir / ".hydra" / "config.yaml").exists()
+    state = torch.load(run_dir / "model.pt", weights_only=True)
+    assert "value.weight" in state and "advantage.weight" in state
+
+
+def test_help_lists_groups_and_cfg_prints_config():
+    proc = run_train("--help")
+    assert proc.returncode == 0
+    for line in ["network: dueling, mlp", "buffer: per, uniform", "optimizer: adam, rmsprop, sgd",
+                 "device: auto, cpu, cuda", "env: acrobot, cartpole, mountaincar"]:
+        assert line in proc.stdout
+    proc = run_train("network=dueling", "--cfg", "job")
+    assert proc.returncode == 0 and "dueling: true" in proc.stdout
+
+
+BAD_INPUT = [
+    (["network=foo"], "network", "Available options"),
+    (["optimizer.lr=-1"], "optimizer.lr", "a number > 0"),
+    (["algo.gamma=abc"], "algo.gamma", "abc"),
+    (["algo.nonsense=1"], "algo.nonsense", "Could not override"),
+    (["env.id=NoSuchEnv-v0"], "env.id", "registered gymnasium id"),
+    (["env.id=Pendulum-v1"], "env.id", "Discrete action space"),
+]
+
+
+@pytest.mark.parametrize("args,key,hint", BAD_INPUT)
+def test_bad_input_is_one_clear_message(tmp_path, args, key, hint):
+    proc = run_train(*args, f"hydra.run.dir={tmp_path / 'run'}")
+    assert proc.returncode != 0
+    assert key in proc.stderr and hint in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not list((tmp_path).rglob("events.out.tfevents.*"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_on_cpu_machine(tmp_path):
+    proc = run_train("device=cuda", f"hydra.run.dir={tmp_path / 'run'}")
+    assert proc.returncode == 2 and "device.type='cuda'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_plain_install_finds_configs_outside_the_checkout(tmp_path):
+    """The configs are package data: the entrypoint works from any working directory."""
+    proc = run_train("--cfg", "job", cwd=tmp_path)
+    assert proc.returncode == 0 and "CartPole-v1" in proc.stdout
