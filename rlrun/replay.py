@@ -53,17 +53,23 @@ class ReplayBuffer:
     def add(self, obs, actions, rewards, next_obs, discounts) -> torch.Tensor:
         """Store a batch of B transitions (tensors with a leading batch axis); returns their slots."""
         n = actions.shape[0]
-        idx = (torch.arange(n, device=self.device) + self.pos) % self.capacity
-        self.obs[idx] = obs.to(self.device, self.obs.dtype)
-        self.next_obs[idx] = next_obs.to(self.device, self.obs.dtype)
-        self.actions[idx] = actions.to(self.device, torch.long)
-        self.rewards[idx] = rewards.to(self.device, torch.float32)
-        self.discounts[idx] = discounts.to(self.device, torch.float32)
-        self.added_at[idx] = torch.arange(self.num_added, self.num_added + n, device=self.device)
-        self.pos = (self.pos + n) % self.capacity
+        start = self.pos
+        if start + n > self.capacity:  # wraps around: store in two contiguous pieces
+            k = self.capacity - start
+            first = self.add(obs[:k], actions[:k], rewards[:k], next_obs[:k], discounts[:k])
+            return torch.cat([first, self.add(obs[k:], actions[k:], rewards[k:], next_obs[k:], discounts[k:])])
+        # Contiguous slices: plain copies, cheaper than scattering through an index tensor.
+        end = start + n
+        self.obs[start:end] = obs
+        self.next_obs[start:end] = next_obs
+        self.actions[start:end] = actions
+        self.rewards[start:end] = rewards
+        self.discounts[start:end] = discounts
+        self.added_at[start:end] = torch.arange(self.num_added, self.num_added + n)
+        self.pos = end % self.capacity
         self.size = min(self.size + n, self.capacity)
         self.num_added += n
-        return idx
+        return torch.arange(start, end, device=self.device)
 
     def _sample_indices(self, batch_size: int, beta: float):
         idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=self.generator)
@@ -147,6 +153,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.priority_eps = priority_eps
         self.tree = SumTree(self.capacity, self.device)
         self.max_priority = torch.ones((), dtype=torch.float64, device=self.device)
+        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def beta(self, step: int, total_steps: int) -> float:
         duration = self.beta_anneal_steps if self.beta_anneal_steps is not None else total_steps
@@ -154,13 +161,27 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     def add(self, obs, actions, rewards, next_obs, discounts) -> torch.Tensor:
         idx = super().add(obs, actions, rewards, next_obs, discounts)
-        self.tree.update(idx, (self.max_priority ** self.alpha).expand(idx.shape[0]))
+        # New transitions get the max priority as of now; writing them into the tree is deferred to the
+        # next read, so the tree walk is paid once per update phase instead of once per env step.
+        self._pending.append((idx, self.max_priority.expand(idx.shape[0])))
         return idx
 
+    def _flush(self) -> None:
+        if self._pending:
+            idx, prio = (torch.cat(t) for t in zip(*self._pending))
+            self._pending.clear()
+            self.tree.update(idx, prio ** self.alpha)
+
+    def priorities(self, idx: torch.Tensor) -> torch.Tensor:
+        """p_i^alpha of the given slots."""
+        self._flush()
+        return self.tree.leaf_values(idx)
+
     def probabilities(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.tree.leaf_values(idx) / self.tree.total
+        return self.priorities(idx) / self.tree.total
 
     def _sample_indices(self, batch_size: int, beta: float):
+        self._flush()
         segment = self.tree.total / batch_size
         u = torch.rand(batch_size, device=self.device, generator=self.generator, dtype=torch.float64)
         mass = (torch.arange(batch_size, device=self.device, dtype=torch.float64) + u) * segment
@@ -169,12 +190,14 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return idx, (weights / weights.max()).float()
 
     def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
+        self._flush()
         priorities = td_errors.detach().abs().to(torch.float64) + self.priority_eps
         self.max_priority = torch.maximum(self.max_priority, priorities.max())
         self.tree.update(indices, priorities ** self.alpha)
 
     def stats(self) -> dict[str, torch.Tensor]:
         """Priority statistics over the stored transitions (p^alpha, as sampled)."""
+        self._flush()
         p = self.tree.tree[self.tree.leaves : self.tree.leaves + self.size]
         total = p.sum()
         return {

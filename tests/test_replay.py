@@ -79,11 +79,12 @@ def test_per_importance_weights_exact():
 def test_new_transitions_enter_at_max_priority():
     buf = PrioritizedReplayBuffer(8, (1,), alpha=0.5, priority_eps=0.01)
     fill(buf, 2)
-    assert buf.tree.leaf_values(torch.tensor([0, 1])).tolist() == [1.0, 1.0]  # max priority starts at 1
+    assert buf.probabilities(torch.tensor([0])).item() == 0.5
+    assert buf.priorities(torch.tensor([0, 1])).tolist() == [1.0, 1.0]  # max priority starts at 1
     buf.update_priorities(torch.tensor([0, 1]), torch.tensor([3.99, -0.5]))  # |td| + eps: 4.0, 0.51
     fill(buf, 1)
-    assert buf.tree.leaf_values(torch.tensor([2])).item() == pytest.approx(4.0**0.5)
-    assert buf.tree.leaf_values(torch.tensor([1])).item() == pytest.approx(0.51**0.5)
+    assert buf.priorities(torch.tensor([2])).item() == pytest.approx(4.0**0.5)
+    assert buf.priorities(torch.tensor([1])).item() == pytest.approx(0.51**0.5)
 
 
 def test_beta_anneals_to_one():
