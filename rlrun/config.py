@@ -32,18 +32,25 @@ class QNetworkConfig:
     dueling: bool = False
     layer_norm: bool = False
     activation: str = "relu"  # relu | tanh | elu | gelu
+    num_atoms: int = 1  # > 1: C51 distributional head over linspace(v_min, v_max, num_atoms)
+    v_min: float = -10.0
+    v_max: float = 10.0
+    noisy: bool = False  # factorised Gaussian noisy layers instead of epsilon-greedy
+    noisy_sigma0: float = 0.5
 
 
 @dataclass
 class UniformBufferConfig:
     _target_: str = "rlrun.replay.ReplayBuffer"
     capacity: int = 100_000
+    n_step: int = 1  # n-step returns (1 = plain one-step TD)
 
 
 @dataclass
 class PrioritizedBufferConfig:
     _target_: str = "rlrun.replay.PrioritizedReplayBuffer"
     capacity: int = 100_000
+    n_step: int = 1
     alpha: float = 0.6
     beta_start: float = 0.4
     # env steps over which beta anneals linearly to 1; null = the whole run (total_steps).
@@ -98,7 +105,7 @@ class AlgoConfig:
     target_update_period: int = 1  # gradient steps between target updates
     tau: float = 1.0  # 1.0 = hard copy; < 1 = Polyak averaging
     double: bool = True
-    loss: str = "huber"  # huber | mse
+    loss: str = "huber"  # huber | mse (scalar nets) | cross_entropy (C51)
     max_grad_norm: Optional[float] = 10.0  # null: no clipping (the norm is still logged)
     lr_end_factor: float = 1.0  # linear lr decay to lr * lr_end_factor over the run; 1.0 = constant
 

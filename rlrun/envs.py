@@ -41,11 +41,6 @@ def next_obs_for_storage(next_obs: np.ndarray, infos: dict) -> np.ndarray:
     return real
 
 
-def bootstrap_discounts(terminated: np.ndarray, gamma: float) -> np.ndarray:
-    """gamma where the next state has a value (running or time-limit truncated), 0 where it terminated."""
-    return gamma * (1.0 - terminated.astype(np.float32))
-
-
 def finished_episodes(infos: dict) -> list[tuple[int, float, int]]:
     """(env index, return, length) of every episode that ended on this step."""
     mask = infos.get("_episode")

@@ -14,6 +14,8 @@ def evaluate(q_net: nn.Module, envs, seed: int, device: torch.device) -> np.ndar
     """Returns of the first episode of each sub-env of `envs` under the greedy policy."""
     n = envs.num_envs
     returns = np.full(n, np.nan)
+    was_training = q_net.training
+    q_net.eval()  # noisy layers use their mean weights
     obs, _ = envs.reset(seed=seed)
     while np.isnan(returns).any():
         actions = q_net(torch.as_tensor(obs, device=device)).argmax(dim=1).cpu().numpy()
@@ -21,4 +23,5 @@ def evaluate(q_net: nn.Module, envs, seed: int, device: torch.device) -> np.ndar
         for i, ret, _ in finished_episodes(infos):
             if np.isnan(returns[i]):
                 returns[i] = ret
+    q_net.train(was_training)
     return returns

@@ -1,4 +1,4 @@
-"""The DQN update: TD target, loss, gradient clipping, target-network sync."""
+"""The DQN update: TD target (scalar or C51-projected), loss, gradient clipping, target-network sync."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from torch.nn import functional as F
 
 from rlrun.replay import Batch
 
-LOSSES = {"huber": F.smooth_l1_loss, "mse": F.mse_loss}
+LOSSES = {"huber": F.smooth_l1_loss, "mse": F.mse_loss, "cross_entropy": None}
 
 
 class DQNLearner:
@@ -31,6 +31,12 @@ class DQNLearner:
         self.target = copy.deepcopy(online).requires_grad_(False)
         self.optimizer = optimizer
         self.double = double
+        self.distributional = getattr(online, "num_atoms", 1) > 1
+        self.noisy = getattr(online, "noisy", False)
+        if (loss == "cross_entropy") != self.distributional:
+            allowed = "cross_entropy" if self.distributional else "huber or mse"
+            kind = "distributional" if self.distributional else "scalar"
+            raise ValueError(f"loss={loss!r} does not fit a {kind} network: use {allowed}")
         self.loss_fn = LOSSES[loss]
         self.max_grad_norm = math.inf if max_grad_norm is None else float(max_grad_norm)
         self.tau = tau
@@ -38,23 +44,67 @@ class DQNLearner:
         self.updates = 0
         self._online_params = list(online.parameters())
         self._target_params = list(self.target.parameters())
+        persistent = online.state_dict().keys()  # excludes noise, which each net samples for itself
+        self._buffer_pairs = [(t, o) for (name, t), (_, o) in zip(self.target.named_buffers(), online.named_buffers())
+                              if name in persistent]
+
+    def _next_actions(self, next_obs: torch.Tensor, next_q_target: torch.Tensor) -> torch.Tensor:
+        """a* = argmax of the online net (Double DQN) or of the target net, as a (B, 1) index."""
+        q = self.online(next_obs) if self.double else next_q_target
+        return q.argmax(dim=1, keepdim=True)
 
     @torch.no_grad()
     def td_target(self, batch: Batch) -> torch.Tensor:
-        """r + discount * Q_target(s', a*), a* = argmax of the online net (Double) or of the target net."""
+        """r + discount * Q_target(s', a*)."""
         next_q = self.target(batch.next_obs)
-        if self.double:
-            best = self.online(batch.next_obs).argmax(dim=1, keepdim=True)
-            next_v = next_q.gather(1, best).squeeze(1)
-        else:
-            next_v = next_q.max(dim=1).values
+        next_v = next_q.gather(1, self._next_actions(batch.next_obs, next_q)).squeeze(1)
         return batch.rewards + batch.discounts * next_v
+
+    @torch.no_grad()
+    def projected_target(self, batch: Batch) -> torch.Tensor:
+        """C51: the target distribution r + discount * z under p_target(s', a*), projected onto the support.
+
+        Each shifted atom Tz_j (clipped to [v_min, v_max]) splits its probability between the two
+        neighbouring support points in proportion to closeness; one that lands exactly on a support point
+        gives it all its mass. Returns (B, atoms) probabilities that sum to 1.
+        """
+        support = self.target.support
+        n = support.numel()
+        v_min, v_max = support[0], support[-1]
+        dz = (v_max - v_min) / (n - 1)
+        next_logits = self.target.dist_logits(batch.next_obs)
+        next_probs = next_logits.softmax(dim=2)
+        a_star = self._next_actions(batch.next_obs, (next_probs * support).sum(dim=2))
+        p = next_probs.gather(1, a_star.unsqueeze(2).expand(-1, 1, n)).squeeze(1)  # (B, atoms)
+        tz = (batch.rewards.unsqueeze(1) + batch.discounts.unsqueeze(1) * support).clamp(v_min, v_max)
+        b = (tz - v_min) / dz
+        lower, upper = b.floor().long().clamp(0, n - 1), b.ceil().long().clamp(0, n - 1)
+        w_lower = (upper.float() - b) + (lower == upper).float()  # exact hit: all mass to that atom
+        w_upper = b - lower.float()
+        m = torch.zeros_like(p)
+        m.scatter_add_(1, lower, p * w_lower)
+        m.scatter_add_(1, upper, p * w_upper)
+        return m
+
+    def _loss(self, batch: Batch):
+        """Per-sample loss, the Q(s, a) it was computed for, and the per-sample PER priority."""
+        if self.distributional:
+            logits = self.online.dist_logits(batch.obs)
+            idx = batch.actions.view(-1, 1, 1).expand(-1, 1, logits.shape[2])
+            log_p = logits.gather(1, idx).squeeze(1).log_softmax(dim=1)
+            elementwise = -(self.projected_target(batch) * log_p).sum(dim=1)  # cross-entropy
+            q = (log_p.detach().exp() * self.online.support).sum(dim=1)
+            return elementwise, q, elementwise.detach()
+        q = self.online(batch.obs).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
+        target = self.td_target(batch)
+        return self.loss_fn(q, target, reduction="none"), q, (target - q.detach()).abs()
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step. Returns detached tensors only: reading them is the caller's sync point."""
-        q = self.online(batch.obs).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
-        target = self.td_target(batch)
-        elementwise = self.loss_fn(q, target, reduction="none")
+        if self.noisy:  # fresh, independent noise for the online and target nets at every update
+            self.online.reset_noise()
+            self.target.reset_noise()
+        elementwise, q, priority = self._loss(batch)
         loss = (elementwise * batch.weights).mean() if batch.weights is not None else elementwise.mean()
 
         self.optimizer.zero_grad(set_to_none=True)
@@ -71,7 +121,7 @@ class DQNLearner:
             "q_mean": q.mean(),
             "q_var": q.var(unbiased=False),
             "grad_norm": grad_norm,
-            "td_error": (target - q),
+            "priority": priority,
         }
 
     @torch.no_grad()
@@ -80,5 +130,5 @@ class DQNLearner:
             torch._foreach_copy_(self._target_params, self._online_params)
         else:
             torch._foreach_lerp_(self._target_params, self._online_params, self.tau)
-        for t, o in zip(self.target.buffers(), self.online.buffers()):
+        for t, o in self._buffer_pairs:
             t.copy_(o)

@@ -1,31 +1,66 @@
-"""Q-networks. Sizes of the observation and action spaces come from the env, never from YAML."""
+"""Q-networks. Sizes of the observation and action spaces come from the env, never from YAML.
+
+One class covers the family: plain or dueling heads, scalar Q-values or a categorical distribution over
+`num_atoms` support points (C51), ordinary or factorised-Gaussian noisy linear layers. `forward` always
+returns Q-values (B, A), so acting, evaluation and logging treat every variant the same way.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "gelu": nn.GELU}
 
 
-def mlp(in_dim: int, hidden_sizes: Sequence[int], activation: str, layer_norm: bool) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for size in hidden_sizes:
-        layers.append(nn.Linear(in_dim, size))
-        if layer_norm:
-            layers.append(nn.LayerNorm(size))
-        layers.append(ACTIVATIONS[activation]())
-        in_dim = size
-    return nn.Sequential(*layers)
+class NoisyLinear(nn.Module):
+    """Factorised Gaussian noisy linear layer (Fortunato et al. 2018).
+
+    w = mu_w + sigma_w * (f(eps_out) f(eps_in)^T), f(x) = sign(x) sqrt|x|, with the paper's initialisation
+    mu ~ U[-1/sqrt(p), 1/sqrt(p)] and sigma = sigma0 / sqrt(p) (p = fan-in). In `eval()` mode the layer
+    uses the mean weights only, so greedy evaluation is deterministic.
+    """
+
+    def __init__(self, in_features: int, out_features: int, sigma0: float = 0.5):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight_mu = nn.Parameter(torch.empty(out_features, in_features).uniform_(-bound, bound))
+        self.weight_sigma = nn.Parameter(torch.full((out_features, in_features), sigma0 * bound))
+        self.bias_mu = nn.Parameter(torch.empty(out_features).uniform_(-bound, bound))
+        self.bias_sigma = nn.Parameter(torch.full((out_features,), sigma0 * bound))
+        # Not persistent: noise is not state to checkpoint or to copy into the target network.
+        self.register_buffer("eps_in", torch.zeros(in_features), persistent=False)
+        self.register_buffer("eps_out", torch.zeros(out_features), persistent=False)
+        self.reset_noise()
+
+    @staticmethod
+    def _f(x: torch.Tensor) -> torch.Tensor:
+        return x.sign() * x.abs().sqrt()
+
+    @torch.no_grad()
+    def reset_noise(self) -> None:
+        self.eps_in.copy_(self._f(torch.randn(self.in_features, device=self.eps_in.device)))
+        self.eps_out.copy_(self._f(torch.randn(self.out_features, device=self.eps_out.device)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return F.linear(x, self.weight_mu, self.bias_mu)
+        weight = self.weight_mu + self.weight_sigma * torch.outer(self.eps_out, self.eps_in)
+        return F.linear(x, weight, self.bias_mu + self.bias_sigma * self.eps_out)
 
 
 class QNetwork(nn.Module):
     """Maps a batch of flat observations to one Q-value per action.
 
-    With `dueling=True` the last hidden layer feeds two heads, Q(s,a) = V(s) + A(s,a) - mean_a A(s,a)
-    (Wang et al. 2016); the mean-centring keeps V and A identifiable.
+    - `dueling`: Q(s,a) = V(s) + A(s,a) - mean_a A(s,a) (Wang et al. 2016); with atoms, per atom logit.
+    - `num_atoms > 1`: C51 (Bellemare et al. 2017); `dist_logits` gives (B, A, atoms) logits over the
+      fixed support linspace(v_min, v_max, num_atoms), and Q is the expectation over that support.
+    - `noisy`: every linear layer is a `NoisyLinear`; call `reset_noise()` to resample.
     """
 
     def __init__(
@@ -36,21 +71,50 @@ class QNetwork(nn.Module):
         dueling: bool = False,
         layer_norm: bool = False,
         activation: str = "relu",
+        num_atoms: int = 1,
+        v_min: float = -10.0,
+        v_max: float = 10.0,
+        noisy: bool = False,
+        noisy_sigma0: float = 0.5,
     ):
         super().__init__()
         hidden_sizes = list(hidden_sizes)
-        self.trunk = mlp(obs_dim, hidden_sizes, activation, layer_norm)
-        feat = hidden_sizes[-1] if hidden_sizes else obs_dim
-        self.dueling = dueling
+        self.n_actions, self.num_atoms, self.dueling, self.noisy = n_actions, num_atoms, dueling, noisy
+        linear = (lambda i, o: NoisyLinear(i, o, noisy_sigma0)) if noisy else nn.Linear
+        layers: list[nn.Module] = []
+        in_dim = obs_dim
+        for size in hidden_sizes:
+            layers.append(linear(in_dim, size))
+            if layer_norm:
+                layers.append(nn.LayerNorm(size))
+            layers.append(ACTIVATIONS[activation]())
+            in_dim = size
+        self.trunk = nn.Sequential(*layers)
         if dueling:
-            self.value = nn.Linear(feat, 1)
-            self.advantage = nn.Linear(feat, n_actions)
+            self.value = linear(in_dim, num_atoms)
+            self.advantage = linear(in_dim, n_actions * num_atoms)
         else:
-            self.head = nn.Linear(feat, n_actions)
+            self.head = linear(in_dim, n_actions * num_atoms)
+        self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms) if num_atoms > 1 else torch.zeros(1))
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def _outputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """(B, A, atoms) action values or logits."""
         h = self.trunk(obs.flatten(1).float())
         if not self.dueling:
-            return self.head(h)
-        adv = self.advantage(h)
-        return self.value(h) + adv - adv.mean(dim=1, keepdim=True)
+            return self.head(h).view(-1, self.n_actions, self.num_atoms)
+        adv = self.advantage(h).view(-1, self.n_actions, self.num_atoms)
+        return self.value(h).view(-1, 1, self.num_atoms) + adv - adv.mean(dim=1, keepdim=True)
+
+    def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
+        return self._outputs(obs)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        out = self._outputs(obs)
+        if self.num_atoms == 1:
+            return out.squeeze(2)
+        return (out.softmax(dim=2) * self.support).sum(dim=2)
+
+    def reset_noise(self) -> None:
+        for m in self.modules():
+            if isinstance(m, NoisyLinear):
+                m.reset_noise()

@@ -24,7 +24,11 @@ class Batch(NamedTuple):
 
 
 class ReplayBuffer:
-    """Uniform replay: a ring buffer; `sample` draws indices uniformly with replacement."""
+    """Uniform replay: a ring buffer; `sample` draws indices uniformly with replacement.
+
+    `n_step` records what the stored transitions are: rewards summed over up to n steps by
+    `rlrun.nstep.NStepAccumulator`, with `discount = gamma^(steps taken)` or 0.
+    """
 
     def __init__(
         self,
@@ -33,8 +37,10 @@ class ReplayBuffer:
         device: torch.device | str = "cpu",
         obs_dtype: torch.dtype = torch.float32,
         generator: Optional[torch.Generator] = None,
+        n_step: int = 1,
     ):
         self.capacity = int(capacity)
+        self.n_step = n_step
         self.device = torch.device(device)
         self.generator = generator
         self.obs = torch.zeros((self.capacity, *obs_shape), dtype=obs_dtype, device=self.device)
@@ -141,12 +147,13 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         device: torch.device | str = "cpu",
         obs_dtype: torch.dtype = torch.float32,
         generator: Optional[torch.Generator] = None,
+        n_step: int = 1,
         alpha: float = 0.6,
         beta_start: float = 0.4,
         beta_anneal_steps: Optional[int] = None,
         priority_eps: float = 1e-6,
     ):
-        super().__init__(capacity, obs_shape, device, obs_dtype, generator)
+        super().__init__(capacity, obs_shape, device, obs_dtype, generator, n_step)
         self.alpha = alpha
         self.beta_start = beta_start
         self.beta_anneal_steps = beta_anneal_steps

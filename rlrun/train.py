@@ -23,9 +23,10 @@ from omegaconf import DictConfig, OmegaConf
 from rlrun import schedules
 from rlrun.config import register_configs
 from rlrun.device import resolve_device, set_threads
-from rlrun.envs import bootstrap_discounts, finished_episodes, make_vector_env, next_obs_for_storage
+from rlrun.envs import finished_episodes, make_vector_env, next_obs_for_storage
 from rlrun.evaluation import evaluate
 from rlrun.learner import DQNLearner
+from rlrun.nstep import NStepAccumulator
 from rlrun.logger import RunLogger
 from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer
 from rlrun.validate import ConfigError, validate
@@ -84,6 +85,7 @@ def build(cfg: DictConfig) -> Parts:
     generator = torch.Generator(device=device)
     generator.manual_seed(cfg.seed)
     buffer = instantiate(cfg.buffer, obs_shape=obs_shape, device=device, generator=generator)
+    assert buffer.n_step == cfg.buffer.n_step
     threshold = cfg.env.reward_threshold if cfg.env.reward_threshold is not None else spec.reward_threshold
     return Parts(envs, eval_envs, learner, buffer, device, threshold)
 
@@ -102,11 +104,15 @@ def train(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     update_every = max(1, a.train_freq // num_envs)  # iterations between update phases
     epsilon_at = schedules.SCHEDULES[x.schedule]
     eps_start, eps_end, eps_duration = x.start, x.end, x.duration
+    if cfg.network.noisy:  # noisy nets explore through their weights: epsilon-greedy is off
+        eps_start = eps_end = 0.0
     log_interval, eval_interval = cfg.log.interval, cfg.eval.interval
     prioritized = isinstance(buffer, PrioritizedReplayBuffer)
     lr0, lr_end_factor = cfg.optimizer.lr, a.lr_end_factor
     n_actions = envs.single_action_space.n
     rng = np.random.default_rng(cfg.seed)
+    nstep = NStepAccumulator(num_envs, cfg.buffer.n_step, gamma, envs.single_observation_space.shape,
+                             envs.single_observation_space.dtype)
 
     window: dict[str, list[torch.Tensor]] = {}
     sampled: list[torch.Tensor] = []
@@ -124,9 +130,9 @@ def train(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
             actions = np.where(explore, actions, greedy)
 
         next_obs, rewards, terminated, truncated, infos = envs.step(actions)
-        buffer.add(torch.as_tensor(obs), torch.as_tensor(actions), torch.as_tensor(rewards),
-                   torch.as_tensor(next_obs_for_storage(next_obs, infos)),
-                   torch.as_tensor(bootstrap_discounts(terminated, gamma)))
+        ready = nstep.step(obs, actions, rewards, next_obs_for_storage(next_obs, infos), terminated, truncated)
+        if ready is not None:
+            buffer.add(*map(torch.from_numpy, ready))
         obs = next_obs
         step += num_envs
         iteration += 1
@@ -145,7 +151,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
                 batch = buffer.sample(batch_size, beta)
                 metrics = learner.update(batch)
                 if prioritized:
-                    buffer.update_priorities(batch.indices, metrics["td_error"])
+                    buffer.update_priorities(batch.indices, metrics["priority"])
                 for k in ("td_loss", "q_mean", "q_var", "grad_norm"):
                     window.setdefault(k, []).append(metrics[k])
                 window.setdefault("sample_age", []).append(batch.age.float().mean())

@@ -59,8 +59,21 @@ def validate(cfg: DictConfig) -> None:
     _check(len(cfg.network.hidden_sizes) > 0 and all(h > 0 for h in cfg.network.hidden_sizes),
            "network.hidden_sizes", list(cfg.network.hidden_sizes), "a non-empty list of positive ints")
     _one_of(cfg, "network.activation", sorted(ACTIVATIONS))
+    _positive(cfg, "network.num_atoms")
+    n = cfg.network
+    if n.num_atoms > 1:
+        _check(n.num_atoms >= 2 and n.v_min < n.v_max, "network.v_min", n.v_min, f"< network.v_max={n.v_max}")
+        _check(cfg.algo.loss == "cross_entropy", "algo.loss", cfg.algo.loss,
+               "cross_entropy with a distributional network (network.num_atoms > 1): C51 minimises the "
+               "cross-entropy to the projected target distribution")
+    else:
+        _check(cfg.algo.loss in ("huber", "mse"), "algo.loss", cfg.algo.loss,
+               "one of huber, mse with a scalar network (cross_entropy needs network.num_atoms > 1)")
+    if n.noisy:
+        _positive(cfg, "network.noisy_sigma0")
 
     _positive(cfg, "buffer.capacity")
+    _positive(cfg, "buffer.n_step")
     if "alpha" in cfg.buffer:
         _in_range(cfg, "buffer.alpha", 0.0, 1.0)
         _in_range(cfg, "buffer.beta_start", 0.0, 1.0)
@@ -83,7 +96,7 @@ def validate(cfg: DictConfig) -> None:
     _positive(cfg, "algo.gradient_steps")
     _positive(cfg, "algo.target_update_period")
     _in_range(cfg, "algo.tau", 0.0, 1.0, lo_open=True)
-    _one_of(cfg, "algo.loss", ["huber", "mse"])
+    _one_of(cfg, "algo.loss", ["huber", "mse", "cross_entropy"])
     if a.max_grad_norm is not None:
         _positive(cfg, "algo.max_grad_norm")
     _in_range(cfg, "algo.lr_end_factor", 0.0, 1.0)

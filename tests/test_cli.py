@@ -60,7 +60,7 @@ def test_dueling_per_run_leaves_everything_behind(tmp_path):
 def test_help_lists_groups_and_cfg_prints_config():
     proc = run_train("--help")
     assert proc.returncode == 0
-    for line in ["network: dueling, mlp", "buffer: per, uniform", "optimizer: adam, rmsprop, sgd",
+    for line in ["network: c51, dueling, mlp, noisy", "buffer: per, uniform", "optimizer: adam, rmsprop, sgd",
                  "device: auto, cpu, cuda", "env: acrobot, cartpole, mountaincar"]:
         assert line in proc.stdout
     proc = run_train("network=dueling", "--cfg", "job")

@@ -19,7 +19,7 @@ INSTANTIATED = ["network", "buffer", "optimizer"]
 
 
 def test_groups_have_the_promised_options():
-    assert GROUPS["network"] == ["dueling", "mlp"]
+    assert GROUPS["network"] == ["c51", "dueling", "mlp", "noisy"]
     assert GROUPS["buffer"] == ["per", "uniform"]
     assert GROUPS["optimizer"] == ["adam", "rmsprop", "sgd"]
     assert GROUPS["device"] == ["auto", "cpu", "cuda"]

@@ -3,18 +3,25 @@
 import numpy as np
 import torch
 
-from rlrun.envs import bootstrap_discounts, finished_episodes, make_vector_env, next_obs_for_storage
+from rlrun.envs import finished_episodes, make_vector_env, next_obs_for_storage
 from rlrun.learner import DQNLearner
+from rlrun.nstep import NStepAccumulator
 from rlrun.replay import Batch
 
 
 def rollout(env_id, num_envs, steps, gamma=0.9):
+    """The trainer's path from env step to stored transition, with one-step returns."""
     envs = make_vector_env(env_id, num_envs)
+    acc = NStepAccumulator(num_envs, 1, gamma, (1,))
     obs, _ = envs.reset(seed=0)
     out, episodes = [], []
     for _ in range(steps):
-        next_obs, rew, term, trunc, infos = envs.step(np.zeros(num_envs, dtype=np.int64))
-        out.append((obs.copy(), next_obs_for_storage(next_obs, infos), bootstrap_discounts(term, gamma), term, trunc))
+        actions = np.zeros(num_envs, dtype=np.int64)
+        next_obs, rew, term, trunc, infos = envs.step(actions)
+        s, _, r, stored_next, disc = acc.step(obs, actions, rew, next_obs_for_storage(next_obs, infos), term, trunc)
+        np.testing.assert_array_equal(s, obs)  # with n=1 every step stores exactly its own transition
+        np.testing.assert_array_equal(r, rew)
+        out.append((obs.copy(), stored_next, disc, term, trunc))
         episodes += finished_episodes(infos)
         obs = next_obs
     envs.close()
