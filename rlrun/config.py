@@ -23,6 +23,10 @@ class EnvConfig:
     reward_threshold: Optional[float] = None
     # null: the env's registered time limit.
     max_episode_steps: Optional[int] = None
+    # Reward shaping for learning only; logged returns are always the env's raw rewards.
+    reward_scale: float = 1.0  # multiply rewards by this
+    normalize_reward: bool = False  # divide by a running std of the discounted return (gymnasium's NormalizeReward)
+    clip_reward: Optional[float] = None  # then clip to [-clip_reward, clip_reward]
 
 
 @dataclass
@@ -37,6 +41,7 @@ class QNetworkConfig:
     v_max: float = 10.0
     noisy: bool = False  # factorised Gaussian noisy layers instead of epsilon-greedy
     noisy_sigma0: float = 0.5
+    init: str = "default"  # default | xavier | orthogonal
 
 
 @dataclass

@@ -7,13 +7,24 @@ from typing import Optional
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
-from gymnasium.wrappers.vector import RecordEpisodeStatistics
+from gymnasium.wrappers.vector import ClipReward, NormalizeReward, RecordEpisodeStatistics, TransformReward
 
 
 def make_vector_env(
-    env_id: str, num_envs: int, vectorization: str = "sync", max_episode_steps: Optional[int] = None
+    env_id: str,
+    num_envs: int,
+    vectorization: str = "sync",
+    max_episode_steps: Optional[int] = None,
+    gamma: float = 0.99,
+    reward_scale: float = 1.0,
+    normalize_reward: bool = False,
+    clip_reward: Optional[float] = None,
 ) -> gym.vector.VectorEnv:
     """A vector env in SAME_STEP autoreset mode with episode statistics.
+
+    Episode statistics wrap the raw env, so logged returns are the env's own; the reward transforms
+    (scale, gymnasium's running return normalisation, clipping) sit outside them and only change what
+    the agent learns from.
 
     SAME_STEP: the step that ends an episode already returns the next episode's first observation, and
     the real last observation arrives in `infos["final_obs"]`. So every env step is one real transition
@@ -27,7 +38,14 @@ def make_vector_env(
         vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
         **kwargs,
     )
-    return RecordEpisodeStatistics(envs)
+    envs = RecordEpisodeStatistics(envs)
+    if reward_scale != 1.0:
+        envs = TransformReward(envs, lambda r: r * reward_scale)
+    if normalize_reward:
+        envs = NormalizeReward(envs, gamma=gamma)
+    if clip_reward is not None:
+        envs = ClipReward(envs, -clip_reward, clip_reward)
+    return envs
 
 
 def next_obs_for_storage(next_obs: np.ndarray, infos: dict) -> np.ndarray:

@@ -54,6 +54,23 @@ class NoisyLinear(nn.Module):
         return F.linear(x, weight, self.bias_mu + self.bias_sigma * self.eps_out)
 
 
+def _init_linear(net: nn.Module, weight_init) -> None:
+    """Re-initialise the plain linear layers (noisy layers keep the paper's scheme); biases to zero.
+    Hidden layers get gain sqrt(2) (for ReLU-like activations), output layers gain 1."""
+    heads = {m for name, m in net.named_children() if name in ("head", "value", "advantage")}
+    for m in net.modules():
+        if isinstance(m, nn.Linear):
+            weight_init(m.weight, gain=1.0 if m in heads else math.sqrt(2))
+            nn.init.zeros_(m.bias)
+
+
+INITS = {
+    "default": lambda net: None,  # torch's Kaiming-uniform defaults
+    "xavier": lambda net: _init_linear(net, nn.init.xavier_uniform_),
+    "orthogonal": lambda net: _init_linear(net, nn.init.orthogonal_),
+}
+
+
 class QNetwork(nn.Module):
     """Maps a batch of flat observations to one Q-value per action.
 
@@ -61,6 +78,7 @@ class QNetwork(nn.Module):
     - `num_atoms > 1`: C51 (Bellemare et al. 2017); `dist_logits` gives (B, A, atoms) logits over the
       fixed support linspace(v_min, v_max, num_atoms), and Q is the expectation over that support.
     - `noisy`: every linear layer is a `NoisyLinear`; call `reset_noise()` to resample.
+    - `init`: `default` (torch's), `xavier` or `orthogonal` for the plain linear layers.
     """
 
     def __init__(
@@ -76,6 +94,7 @@ class QNetwork(nn.Module):
         v_max: float = 10.0,
         noisy: bool = False,
         noisy_sigma0: float = 0.5,
+        init: str = "default",
     ):
         super().__init__()
         hidden_sizes = list(hidden_sizes)
@@ -96,6 +115,7 @@ class QNetwork(nn.Module):
         else:
             self.head = linear(in_dim, n_actions * num_atoms)
         self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms) if num_atoms > 1 else torch.zeros(1))
+        INITS[init](self)
 
     def _outputs(self, obs: torch.Tensor) -> torch.Tensor:
         """(B, A, atoms) action values or logits."""

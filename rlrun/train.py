@@ -66,7 +66,10 @@ def build(cfg: DictConfig) -> Parts:
     set_threads(cfg.device.threads)
     seed_everything(cfg.seed)
 
-    envs = make_vector_env(cfg.env.id, cfg.env.num_envs, cfg.env.vectorization, cfg.env.max_episode_steps)
+    e = cfg.env
+    envs = make_vector_env(e.id, e.num_envs, e.vectorization, e.max_episode_steps, gamma=cfg.algo.gamma,
+                           reward_scale=e.reward_scale, normalize_reward=e.normalize_reward,
+                           clip_reward=e.clip_reward)
     if not isinstance(envs.single_action_space, gym.spaces.Discrete):
         envs.close()
         raise ConfigError("env.id", cfg.env.id, "an env with a Discrete action space "

@@ -49,16 +49,20 @@ def cfg_get(cfg: DictConfig, key: str) -> Any:
 
 
 def validate(cfg: DictConfig) -> None:
-    from rlrun.networks import ACTIVATIONS
+    from rlrun.networks import ACTIVATIONS, INITS
 
     _one_of(cfg, "env.vectorization", ["sync", "async"])
     _positive(cfg, "env.num_envs")
     if cfg.env.max_episode_steps is not None:
         _positive(cfg, "env.max_episode_steps")
+    _in_range(cfg, "env.reward_scale", 0.0, math.inf, lo_open=True, hi_open=True)
+    if cfg.env.clip_reward is not None:
+        _positive(cfg, "env.clip_reward")
 
     _check(len(cfg.network.hidden_sizes) > 0 and all(h > 0 for h in cfg.network.hidden_sizes),
            "network.hidden_sizes", list(cfg.network.hidden_sizes), "a non-empty list of positive ints")
     _one_of(cfg, "network.activation", sorted(ACTIVATIONS))
+    _one_of(cfg, "network.init", sorted(INITS))
     _positive(cfg, "network.num_atoms")
     n = cfg.network
     if n.num_atoms > 1:

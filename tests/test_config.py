@@ -119,3 +119,35 @@ def test_cuda_without_cuda_is_a_clear_error():
     with pytest.raises(ConfigError, match="device.type='cuda'.*no CUDA device"):
         resolve_device("cuda")
     assert resolve_device("auto") == torch.device("cpu")
+
+
+def test_rainbow_preset_turns_everything_on_and_parts_switch_off(compose):
+    cfg = compose("+experiment=rainbow")
+    validate(cfg)
+    assert cfg.network.dueling and cfg.network.noisy and cfg.network.num_atoms == 51
+    assert cfg.buffer._target_.endswith("PrioritizedReplayBuffer") and cfg.buffer.n_step == 3
+    assert cfg.algo.double and cfg.algo.loss == "cross_entropy"
+    net = instantiate(cfg.network, obs_dim=4, n_actions=2)
+    assert net.dist_logits(torch.zeros(1, 4)).shape == (1, 2, 51)
+    cfg = compose("+experiment=rainbow", "network.noisy=false", "buffer.n_step=1")
+    validate(cfg)
+    assert not cfg.network.noisy and cfg.buffer.n_step == 1
+
+
+def test_nonsense_combinations_fail_at_start(compose):
+    with pytest.raises(ConfigError, match="algo.loss='huber'.*cross_entropy"):
+        validate(compose("network=c51", "algo.loss=huber"))
+    with pytest.raises(ConfigError, match="algo.loss='cross_entropy'"):
+        validate(compose("algo.loss=cross_entropy"))
+    with pytest.raises(ConfigError, match="network.v_min"):
+        validate(compose("network=c51", "network.v_min=5", "network.v_max=5"))
+
+
+@pytest.mark.parametrize("init", ["xavier", "orthogonal"])
+def test_initialisations(compose, init):
+    net = instantiate(compose(f"network.init={init}").network, obs_dim=4, n_actions=2)
+    first = net.trunk[0]
+    assert first.bias.abs().sum() == 0
+    if init == "orthogonal":
+        w = first.weight  # (128, 4): orthonormal columns scaled by sqrt(2)
+        torch.testing.assert_close(w.T @ w, 2 * torch.eye(4), atol=1e-5, rtol=0)

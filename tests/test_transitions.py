@@ -1,6 +1,7 @@
 """Autoreset, truncation and termination: the stored transitions and the TD targets, by hand."""
 
 import numpy as np
+import pytest
 import torch
 
 from rlrun.envs import finished_episodes, make_vector_env, next_obs_for_storage
@@ -92,3 +93,15 @@ def test_polyak_and_hard_target_updates():
     learner.tau = 1.0
     learner.sync_target()
     assert learner.target.weight.item() == 4.0
+
+
+def test_reward_transforms_change_learning_rewards_not_logged_returns():
+    envs = make_vector_env("rlrun_tests/Terminating-v0", 1, reward_scale=0.5, clip_reward=0.2)
+    envs.reset(seed=0)
+    rewards, episodes = [], []
+    for _ in range(3):
+        _, r, _, _, infos = envs.step(np.zeros(1, dtype=np.int64))
+        rewards.append(float(r[0]))
+        episodes += finished_episodes(infos)
+    assert rewards == [pytest.approx(0.2)] * 3  # 1 * 0.5, clipped to 0.2
+    assert episodes == [(0, 3.0, 3)]  # the logged return is the env's own
