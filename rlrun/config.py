@@ -34,7 +34,7 @@ class QNetworkConfig:
     _target_: str = "rlrun.networks.QNetwork"
     hidden_sizes: List[int] = field(default_factory=lambda: [128, 128])
     dueling: bool = False
-    layer_norm: bool = False
+    layer_norm: bool = True
     activation: str = "relu"  # relu | tanh | elu | gelu
     num_atoms: int = 1  # > 1: C51 distributional head over linspace(v_min, v_max, num_atoms)
     v_min: float = -10.0
@@ -48,14 +48,14 @@ class QNetworkConfig:
 class UniformBufferConfig:
     _target_: str = "rlrun.replay.ReplayBuffer"
     capacity: int = 100_000
-    n_step: int = 1  # n-step returns (1 = plain one-step TD)
+    n_step: int = 3  # n-step returns (1 = plain one-step TD)
 
 
 @dataclass
 class PrioritizedBufferConfig:
     _target_: str = "rlrun.replay.PrioritizedReplayBuffer"
     capacity: int = 100_000
-    n_step: int = 1
+    n_step: int = 3
     alpha: float = 0.6
     beta_start: float = 0.4
     # env steps over which beta anneals linearly to 1; null = the whole run (total_steps).
@@ -67,7 +67,7 @@ class PrioritizedBufferConfig:
 class AdamConfig:
     _target_: str = "torch.optim.Adam"
     _partial_: bool = True
-    lr: float = 1e-3
+    lr: float = 2e-3
     eps: float = 1e-8
     weight_decay: float = 0.0
 
@@ -108,18 +108,18 @@ class AlgoConfig:
     train_freq: int = 4  # env steps (summed over vector envs) between update phases
     gradient_steps: int = 1  # gradient steps per update phase
     target_update_period: int = 1  # gradient steps between target updates
-    tau: float = 1.0  # 1.0 = hard copy; < 1 = Polyak averaging
+    tau: float = 0.05  # 1.0 = hard copy; < 1 = Polyak averaging
     double: bool = True
-    loss: str = "huber"  # huber | mse (scalar nets) | cross_entropy (C51)
+    loss: str = "mse"  # huber | mse (scalar nets) | cross_entropy (C51)
     max_grad_norm: Optional[float] = 10.0  # null: no clipping (the norm is still logged)
-    lr_end_factor: float = 1.0  # linear lr decay to lr * lr_end_factor over the run; 1.0 = constant
+    lr_end_factor: float = 0.1  # linear lr decay to lr * lr_end_factor over the run; 1.0 = constant
 
 
 @dataclass
 class ExplorationConfig:
     schedule: str = "linear"  # linear | exponential
     start: float = 1.0
-    end: float = 0.05
+    end: float = 0.01
     duration: int = 10_000  # env steps until epsilon reaches `end`
 
 

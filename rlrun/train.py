@@ -6,9 +6,11 @@ wrapper around it. All config -> object wiring happens in `build()`.
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -17,6 +19,8 @@ import gymnasium as gym
 import hydra
 import numpy as np
 import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -201,16 +205,34 @@ def train(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     return summary
 
 
+def record_failure(out_dir: Path, error: BaseException) -> None:
+    """Mark a sweep job as failed in its own directory, so the sweep goes on and the report lists it."""
+    detail = "".join(traceback.format_exception(error)) if not isinstance(error, ConfigError) else str(error)
+    (out_dir / "summary.json").write_text(json.dumps({"status": "failed", "error": str(error)}, indent=2) + "\n")
+    (out_dir / "error.txt").write_text(detail)
+
+
 @hydra.main(version_base="1.3", config_path="pkg://rlrun.conf", config_name="config")
 def main(cfg: DictConfig) -> Optional[float]:
-    from hydra.core.hydra_config import HydraConfig
-
-    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    """Returns the objective that sweepers (Optuna) optimise: the final 100-episode mean training return."""
+    hydra_cfg = HydraConfig.get()
+    out_dir = Path(hydra_cfg.runtime.output_dir)
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
     try:
         summary = train(cfg, out_dir)
     except ConfigError as e:
-        print(f"rlrun: {e}", file=sys.stderr)
-        sys.exit(2)
+        if not multirun:
+            print(f"rlrun: {e}", file=sys.stderr)
+            sys.exit(2)
+        print(f"rlrun: job {hydra_cfg.job.num} failed: {e}", file=sys.stderr)
+        record_failure(out_dir, e)
+        return None
+    except Exception as e:
+        if not multirun:
+            raise
+        print(f"rlrun: job {hydra_cfg.job.num} failed: {e!r} (details in {out_dir / 'error.txt'})", file=sys.stderr)
+        record_failure(out_dir, e)
+        return None
     return summary["final_mean_return_100"]
 
 

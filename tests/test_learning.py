@@ -1,0 +1,43 @@
+"""Learning checks with real training runs.
+
+The bounded set (default run) trains each configuration once, for a fixed seed, until the 100-episode
+mean reaches a modest threshold, with a step budget that it normally meets with a wide margin: a change
+that breaks learning fails here. The full bar (CartPole-v1 to 475 within 100k steps for >= 4 of 5
+seeds) is `-m slow`, as it takes several CPU minutes per configuration.
+"""
+
+import pytest
+from hydra import compose, initialize_config_module
+
+import rlrun.train as rt
+
+QUICK = [  # (overrides, threshold, step budget)
+    ([], 195, 60_000),
+    (["network=dueling", "buffer=per"], 195, 60_000),
+]
+FULL = [[], ["network=dueling", "buffer=per"]]
+
+
+def run(tmp_path, overrides, seed, threshold, budget):
+    with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
+        cfg = compose("config", overrides=[*overrides, f"seed={seed}", f"total_steps={budget}",
+                                           f"env.reward_threshold={threshold}", "stop_on_solve=true",
+                                           "eval.interval=0", "log.plot=false", "log.progress_bar=false"])
+    out = tmp_path / f"seed{seed}"
+    out.mkdir()
+    return rt.train(cfg, out)
+
+
+@pytest.mark.parametrize("overrides,threshold,budget", QUICK, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_reaches_threshold_within_budget(tmp_path, overrides, threshold, budget):
+    summary = run(tmp_path, overrides, 0, threshold, budget)
+    assert summary["solved_step"] is not None, summary
+    assert summary["status"] == "solved" and summary["env_steps"] <= budget
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overrides", FULL, ids=lambda v: " ".join(v) or "default")
+def test_cartpole_475_within_100k_for_4_of_5_seeds(tmp_path, overrides):
+    solved = [run(tmp_path, overrides, seed, 475, 100_000)["solved_step"] for seed in range(5)]
+    print(overrides, "solved steps per seed:", solved)
+    assert sum(s is not None for s in solved) >= 4, solved
