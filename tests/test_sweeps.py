@@ -1,0 +1,85 @@
+"""Real Hydra multiruns with tiny budgets: job names, one event file per job, the report, failures."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from rlrun.report import load_sweep
+
+TINY = ["total_steps=600", "algo.learning_starts=200", "log.interval=200", "eval.interval=0", "log.plot=false"]
+
+
+def multirun(sweep_dir, *args):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([sys.executable, "-m", "rlrun.train", "-m", *args, *TINY, f"hydra.sweep.dir={sweep_dir}"],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def check_lr_seed_sweep(sweep_dir):
+    jobs = sorted(p.parent.relative_to(sweep_dir).as_posix() for p in sweep_dir.rglob("summary.json"))
+    common = "algo.learning_starts=200/eval.interval=0"
+    assert jobs == [f"{common}/optimizer.lr={lr}/seed={s}/total_steps=600" for lr in ("0.001", "0.002") for s in (0, 1)]
+    for job in jobs:
+        assert len(list((sweep_dir / job).glob("events.out.tfevents.*"))) == 1
+
+    report = pd.read_csv(sweep_dir / "report.csv")
+    assert list(report.configuration) == ["optimizer.lr=0.001", "optimizer.lr=0.002"]
+    for row in report.itertuples():
+        lr = row.configuration.split("=")[1]
+        finals = np.array([json.loads((sweep_dir / j / "summary.json").read_text())["final_mean_return_100"]
+                           for j in jobs if f"optimizer.lr={lr}/" in j])
+        assert row.seeds == 2
+        assert row.final_return_mean == pytest.approx(finals.mean())
+        assert row.final_return_iqm == pytest.approx(stats.trim_mean(finals, 0.25))
+        assert row.final_return_ci95_low <= finals.mean() <= row.final_return_ci95_high
+        assert row.solved == "0/2"
+    assert (sweep_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert "optimizer.lr=0.001" in (sweep_dir / "report.md").read_text()
+
+
+def test_lr_by_seed_sweep_names_jobs_and_reports(tmp_path):
+    proc = multirun(tmp_path, "optimizer.lr=1e-3,2e-3", "seed=0,1")
+    check_lr_seed_sweep(tmp_path)
+    assert "Sweep report" in proc.stdout  # printed by the Hydra callback
+
+
+def test_joblib_launcher_runs_the_same_sweep_in_parallel(tmp_path):
+    multirun(tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "optimizer.lr=1e-3,2e-3", "seed=0,1")
+    check_lr_seed_sweep(tmp_path)
+
+
+@pytest.mark.slow
+def test_submitit_local_launcher(tmp_path):
+    multirun(tmp_path, "hydra/launcher=submitit_local", "optimizer.lr=1e-3,2e-3", "seed=0,1")
+    check_lr_seed_sweep(tmp_path)
+
+
+def test_one_failing_job_keeps_the_others(tmp_path):
+    proc = multirun(tmp_path, "optimizer.lr=-1,1e-3")
+    runs = load_sweep(tmp_path)
+    assert sorted(runs.status) == ["failed", "finished"]
+    failed = runs[runs.status == "failed"].iloc[0]
+    assert "optimizer.lr=-1" in failed.error
+    report = (tmp_path / "report.md").read_text()
+    assert "## Failed jobs" in report and "optimizer.lr=-1" in report
+    assert "job 0 failed" in proc.stderr
+
+
+def test_optuna_preset_runs_trials_and_returns_the_objective(tmp_path):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([sys.executable, "-m", "rlrun.train", "+hparams_search=optuna", "hydra.sweeper.n_trials=3",
+                           *TINY, f"hydra.sweep.dir={tmp_path}"], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = load_sweep(tmp_path)
+    assert len(runs) == 3 and set(runs.status) == {"finished"}
+    best = (tmp_path / "optimization_results.yaml").read_text()
+    assert "best_value" in best
+    assert float(best.split("best_value:")[1].split()[0]) == pytest.approx(runs.final_mean_return_100.max())
