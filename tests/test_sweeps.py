@@ -83,3 +83,21 @@ def test_optuna_preset_runs_trials_and_returns_the_objective(tmp_path):
     best = (tmp_path / "optimization_results.yaml").read_text()
     assert "best_value" in best
     assert float(best.split("best_value:")[1].split()[0]) == pytest.approx(runs.final_mean_return_100.max())
+
+
+def test_notebook_plots_a_sweep(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    from pathlib import Path
+
+    multirun(tmp_path, "seed=0,1")
+    nb = nbformat.read(Path(__file__).parents[1] / "scripts" / "sweep_report.ipynb", as_version=4)
+    os.environ["RLRUN_SWEEP_DIR"] = str(tmp_path)
+    try:
+        nbclient.NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    finally:
+        del os.environ["RLRUN_SWEEP_DIR"]
+    assert (tmp_path / "notebook_curves.png").exists()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
