@@ -112,6 +112,7 @@ class AlgoConfig:
     double: bool = True
     loss: str = "mse"  # huber | mse (scalar nets) | cross_entropy (C51)
     max_grad_norm: Optional[float] = 10.0  # null: no clipping (the norm is still logged)
+    on_nonfinite: str = "stop"  # stop | skip | off: what a NaN/inf loss, gradient or Q-value does
     lr_end_factor: float = 0.1  # linear lr decay to lr * lr_end_factor over the run; 1.0 = constant
 
 
@@ -137,6 +138,12 @@ class LogConfig:
 
 
 @dataclass
+class CheckpointConfig:
+    every: int = 10_000  # env steps between checkpoints (0: only at the end and on SIGTERM/SIGINT)
+    replay: bool = True  # include the replay buffer (large buffers may prefer false)
+
+
+@dataclass
 class RunConfig:
     env: EnvConfig = MISSING
     network: Any = MISSING
@@ -147,6 +154,8 @@ class RunConfig:
     exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    resume: Optional[str] = None  # a run directory to continue
     exp_name: str = "dqn"
     seed: int = 0
     total_steps: int = 100_000

@@ -15,6 +15,10 @@ from rlrun.replay import Batch
 LOSSES = {"huber": F.smooth_l1_loss, "mse": F.mse_loss, "cross_entropy": None}
 
 
+class NonFiniteError(FloatingPointError):
+    """A loss, gradient norm or Q-value became NaN or infinite."""
+
+
 class DQNLearner:
     def __init__(
         self,
@@ -26,6 +30,7 @@ class DQNLearner:
         max_grad_norm: Optional[float] = 10.0,
         tau: float = 1.0,
         target_update_period: int = 1,
+        on_nonfinite: str = "stop",
     ):
         self.online = online
         self.target = copy.deepcopy(online).requires_grad_(False)
@@ -42,6 +47,8 @@ class DQNLearner:
         self.tau = tau
         self.target_update_period = target_update_period
         self.updates = 0
+        self.skipped = 0
+        self.on_nonfinite = on_nonfinite  # stop | skip | off (off: no check, no per-update sync)
         self._online_params = list(online.parameters())
         self._target_params = list(self.target.parameters())
         persistent = online.state_dict().keys()  # excludes noise, which each net samples for itself
@@ -99,8 +106,9 @@ class DQNLearner:
         target = self.td_target(batch)
         return self.loss_fn(q, target, reduction="none"), q, (target - q.detach()).abs()
 
-    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """One gradient step. Returns detached tensors only: reading them is the caller's sync point."""
+    def update(self, batch: Batch) -> Optional[dict[str, torch.Tensor]]:
+        """One gradient step. Returns detached tensors only: reading them is the caller's sync point.
+        Returns None when a non-finite update was skipped."""
         if self.noisy:  # fresh, independent noise for the online and target nets at every update
             self.online.reset_noise()
             self.target.reset_noise()
@@ -110,6 +118,16 @@ class DQNLearner:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = nn.utils.clip_grad_norm_(self._online_params, self.max_grad_norm)
+        if self.on_nonfinite != "off":  # checked before the step, so the parameters are still good
+            values = torch.stack([loss.detach(), grad_norm, q.detach().mean()])
+            finite = torch.isfinite(values)
+            if not finite.all():  # a host-device sync per update; algo.on_nonfinite=off removes it
+                bad = [n for n, ok in zip(("td_loss", "grad_norm", "q_mean"), finite.tolist()) if not ok]
+                if self.on_nonfinite == "skip":
+                    self.optimizer.zero_grad(set_to_none=True)
+                    self.skipped += 1
+                    return None
+                raise NonFiniteError(f"non-finite {', '.join(bad)}")
         self.optimizer.step()
 
         self.updates += 1
@@ -132,3 +150,13 @@ class DQNLearner:
             torch._foreach_lerp_(self._target_params, self._online_params, self.tau)
         for t, o in self._buffer_pairs:
             t.copy_(o)
+
+    def state_dict(self) -> dict:
+        return {"online": self.online.state_dict(), "target": self.target.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "updates": self.updates, "skipped": self.skipped}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.online.load_state_dict(state["online"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates, self.skipped = state["updates"], state["skipped"]

@@ -42,15 +42,26 @@ def flat_hparams(cfg: DictConfig) -> dict[str, Any]:
 
 class RunLogger:
     def __init__(self, out_dir: Path, cfg: DictConfig, total_steps: int, reward_threshold: Optional[float],
-                 progress_bar: Optional[bool] = None, window: int = 100):
+                 progress_bar: Optional[bool] = None, window: int = 100, resume_step: Optional[int] = None):
+        """With `resume_step`, continue the run's files: TensorBoard purges what a dead process wrote
+        after that step, and episodes.csv drops its rows past it."""
         self.out_dir = Path(out_dir)
-        self.writer = SummaryWriter(str(self.out_dir))
-        self.writer.add_text("config", "    " + OmegaConf.to_yaml(cfg).replace("\n", "\n    "), 0)
-        for summary in hparams(flat_hparams(cfg), {m: 0.0 for m in HPARAM_METRICS}):
-            self.writer.file_writer.add_summary(summary)
-        self._episodes_file = open(self.out_dir / "episodes.csv", "w", newline="")
-        self._episodes = csv.writer(self._episodes_file)
-        self._episodes.writerow(["env_step", "episode", "return", "length"])
+        episodes_path = self.out_dir / "episodes.csv"
+        if resume_step is None:
+            self.writer = SummaryWriter(str(self.out_dir))
+            self.writer.add_text("config", "    " + OmegaConf.to_yaml(cfg).replace("\n", "\n    "), 0)
+            for summary in hparams(flat_hparams(cfg), {m: 0.0 for m in HPARAM_METRICS}):
+                self.writer.file_writer.add_summary(summary)
+            self._episodes_file = open(episodes_path, "w", newline="")
+            self._episodes = csv.writer(self._episodes_file)
+            self._episodes.writerow(["env_step", "episode", "return", "length"])
+        else:
+            self.writer = SummaryWriter(str(self.out_dir), purge_step=resume_step + 1)
+            rows = episodes_path.read_text().splitlines(keepends=True) if episodes_path.exists() else []
+            kept = rows[:1] + [r for r in rows[1:] if int(r.split(",", 1)[0]) <= resume_step]
+            episodes_path.write_text("".join(kept) or "env_step,episode,return,length\n")
+            self._episodes_file = open(episodes_path, "a", newline="")
+            self._episodes = csv.writer(self._episodes_file)
         self.window: deque[float] = deque(maxlen=window)
         self.history: list[tuple[int, float]] = []
         self.reward_threshold = reward_threshold
@@ -59,8 +70,28 @@ class RunLogger:
         self.solved: Optional[dict[str, int]] = None
         self.last_eval: Optional[float] = None
         self.start_time = time.perf_counter()
-        self.bar = tqdm(total=total_steps, unit="step", dynamic_ncols=True,
+        self.wall_before = 0.0  # wall time of earlier sessions of a resumed run
+        self.bar = tqdm(total=total_steps, unit="step", dynamic_ncols=True, initial=resume_step or 0,
                         disable=None if progress_bar is None else not progress_bar)
+
+    STATE = ("episode", "best_mean", "solved", "last_eval")
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {k: getattr(self, k) for k in self.STATE}
+        state.update(window=list(self.window), history=[list(h) for h in self.history],
+                     wall_time=self.wall_before + time.perf_counter() - self.start_time)
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for k in self.STATE:
+            setattr(self, k, state[k])
+        self.window.extend(state["window"])
+        self.history = [tuple(h) for h in state["history"]]
+        self.wall_before = state["wall_time"]
+
+    def flush(self) -> None:
+        self.writer.flush()
+        self._episodes_file.flush()
 
     @property
     def mean_return(self) -> Optional[float]:
@@ -100,7 +131,7 @@ class RunLogger:
         self.bar.set_postfix(sps=f"{sps:.0f}", ret100="-" if mean is None else f"{mean:.1f}", eps=f"{epsilon:.3f}")
 
     def close(self, step: int, status: str = "finished") -> dict[str, Any]:
-        wall = time.perf_counter() - self.start_time
+        wall = self.wall_before + time.perf_counter() - self.start_time
         summary = {
             "status": status,
             "env_steps": step,

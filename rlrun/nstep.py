@@ -61,3 +61,11 @@ class NStepAccumulator:
             return None
         return (np.concatenate(out_obs), np.concatenate(out_act), np.concatenate(out_ret).astype(np.float32),
                 np.concatenate(out_next), np.concatenate(out_disc).astype(np.float32))
+
+    def state_dict(self) -> dict:
+        return {"obs": self.obs.copy(), "actions": self.actions.copy(), "rewards": self.rewards.copy(),
+                "count": self.count.copy()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.obs[...], self.actions[...] = state["obs"], state["actions"]
+        self.rewards[...], self.count[...] = state["rewards"], state["count"]

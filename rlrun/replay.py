@@ -91,6 +91,21 @@ class ReplayBuffer:
     def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
         """Uniform replay has no priorities."""
 
+    STORAGE = ("obs", "next_obs", "actions", "rewards", "discounts", "added_at")
+
+    def state_dict(self, include_storage: bool = True) -> dict:
+        state = {"pos": self.pos, "size": self.size, "num_added": self.num_added}
+        if include_storage:  # only the filled part
+            state.update({k: getattr(self, k)[: self.size].clone() for k in self.STORAGE})
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        if "obs" not in state:  # saved without storage: start from an empty buffer
+            return
+        self.pos, self.size, self.num_added = state["pos"], state["size"], state["num_added"]
+        for k in self.STORAGE:
+            getattr(self, k)[: self.size] = state[k].to(self.device)
+
 
 class SumTree:
     """Binary sum tree over `capacity` leaves, every operation vectorised over a batch of indices.
@@ -201,6 +216,20 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         priorities = td_errors.detach().abs().to(torch.float64) + self.priority_eps
         self.max_priority = torch.maximum(self.max_priority, priorities.max())
         self.tree.update(indices, priorities ** self.alpha)
+
+    def state_dict(self, include_storage: bool = True) -> dict:
+        self._flush()
+        state = super().state_dict(include_storage)
+        if include_storage:
+            state["tree"] = self.tree.tree.clone()
+            state["max_priority"] = self.max_priority.clone()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if "tree" in state:
+            self.tree.tree.copy_(state["tree"])
+            self.max_priority = state["max_priority"].to(self.device)
 
     def stats(self) -> dict[str, torch.Tensor]:
         """Priority statistics over the stored transitions (p^alpha, as sampled)."""

@@ -7,7 +7,9 @@ wrapper around it. All config -> object wiring happens in `build()`.
 from __future__ import annotations
 
 import json
+import logging
 import random
+import signal
 import sys
 import time
 import traceback
@@ -24,19 +26,24 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from rlrun import checkpoint as ckpt
 from rlrun import schedules
 from rlrun.config import register_configs
 from rlrun.device import resolve_device, set_threads
 from rlrun.envs import finished_episodes, make_vector_env, next_obs_for_storage
 from rlrun.evaluation import evaluate
-from rlrun.learner import DQNLearner
+from rlrun.learner import DQNLearner, NonFiniteError
 from rlrun.nstep import NStepAccumulator
 from rlrun.logger import RunLogger
 from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer
 from rlrun.validate import ConfigError, validate
 
+log = logging.getLogger(__name__)
 register_configs()
 OmegaConf.register_new_resolver("rlrun_slug", lambda s: str(s).replace("/", "-"), replace=True)
+# A resumed run continues in its own directory and keeps its original .hydra/ untouched.
+OmegaConf.register_new_resolver("rlrun_if_resume", lambda resume, yes, no: no if resume is None else yes,
+                                replace=True)
 
 
 def seed_everything(seed: int) -> None:
@@ -88,7 +95,7 @@ def build(cfg: DictConfig) -> Parts:
     optimizer = instantiate(cfg.optimizer)(network.parameters())
     a = cfg.algo
     learner = DQNLearner(network, optimizer, double=a.double, loss=a.loss, max_grad_norm=a.max_grad_norm,
-                         tau=a.tau, target_update_period=a.target_update_period)
+                         tau=a.tau, target_update_period=a.target_update_period, on_nonfinite=a.on_nonfinite)
     generator = torch.Generator(device=device)
     generator.manual_seed(cfg.seed)
     buffer = instantiate(cfg.buffer, obs_shape=obs_shape, device=device, generator=generator)
@@ -97,112 +104,211 @@ def build(cfg: DictConfig) -> Parts:
     return Parts(envs, eval_envs, learner, buffer, device, threshold)
 
 
-def train(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
-    """Train one DQN agent as `cfg` says, writing everything under `out_dir`. Returns the run summary."""
+class Preempted(Exception):
+    """SIGTERM or SIGINT arrived; a checkpoint has been written."""
+
+
+class Trainer:
+    """The DQN loop and the state it carries between steps, which a checkpoint captures whole."""
+
+    def __init__(self, cfg: DictConfig, out_dir: Path, parts: Parts, resume: Optional[dict] = None):
+        self.cfg, self.out_dir, self.parts = cfg, Path(out_dir), parts
+        envs = parts.envs
+        self.rng = np.random.default_rng(cfg.seed)
+        self.nstep = NStepAccumulator(cfg.env.num_envs, cfg.buffer.n_step, cfg.algo.gamma,
+                                      envs.single_observation_space.shape, envs.single_observation_space.dtype)
+        self.step, self.iteration = 0, 0
+        self.window: dict[str, list[torch.Tensor]] = {}
+        self.sampled: list[torch.Tensor] = []
+        self.signal: Optional[int] = None
+        resume_step = None if resume is None else resume["step"]
+        self.logger = RunLogger(out_dir, cfg, cfg.total_steps, parts.reward_threshold, cfg.log.progress_bar,
+                                resume_step=resume_step)
+        if resume is None:
+            self.obs, _ = envs.reset(seed=cfg.seed)
+        else:
+            self.load_state_dict(resume)
+
+    # --- checkpoint state -------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        p = self.parts
+        return {
+            "format": 1,
+            "config": OmegaConf.to_container(self.cfg, resolve=True),
+            "step": self.step,
+            "iteration": self.iteration,
+            "learner": p.learner.state_dict(),
+            "buffer": p.buffer.state_dict(include_storage=self.cfg.checkpoint.replay),
+            "nstep": ckpt.to_safe(self.nstep.state_dict()),
+            "obs": ckpt.to_safe(np.asarray(self.obs)),
+            "envs": ckpt.env_state(p.envs),
+            "rng": ckpt.rng_state(self.rng, p.buffer.generator),
+            "logger": self.logger.state_dict(),
+            "window": {k: [v.cpu() for v in vals] for k, vals in self.window.items()},
+            "sampled": [v.cpu() for v in self.sampled],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        p = self.parts
+        try:
+            p.learner.load_state_dict(state["learner"])
+            p.buffer.load_state_dict(state["buffer"])
+        except (RuntimeError, KeyError, ValueError) as e:
+            raise ckpt.CheckpointError(f"the checkpoint does not fit this config: {str(e).splitlines()[0]}") from None
+        self.step, self.iteration = state["step"], state["iteration"]
+        self.nstep.load_state_dict(ckpt.from_safe(state["nstep"]))
+        self.obs = ckpt.from_safe(state["obs"])
+        p.envs.reset(seed=self.cfg.seed)  # builds the envs' RNGs, then overwrite them with the saved state
+        ckpt.restore_env_state(p.envs, state["envs"])
+        ckpt.restore_rng(state["rng"], self.rng, p.buffer.generator)
+        self.logger.load_state_dict(state["logger"])
+        dev = p.device
+        self.window = {k: [v.to(dev) for v in vals] for k, vals in state["window"].items()}
+        self.sampled = [v.to(dev) for v in state["sampled"]]
+
+    def save_checkpoint(self) -> Path:
+        self.logger.flush()
+        return ckpt.save(self.out_dir, self.state_dict())
+
+    # --- the loop ---------------------------------------------------------------------------
+    def _on_signal(self, signum, frame) -> None:
+        self.signal = signum  # acted on between two env steps, where the state is consistent
+
+    def run(self) -> dict[str, Any]:
+        cfg, parts = self.cfg, self.parts
+        envs, learner, buffer, device = parts.envs, parts.learner, parts.buffer, parts.device
+        logger, nstep, rng = self.logger, self.nstep, self.rng
+
+        # Hot-loop constants as plain locals.
+        a, x = cfg.algo, cfg.exploration
+        num_envs, total_steps = cfg.env.num_envs, cfg.total_steps
+        batch_size, learning_starts, gradient_steps = a.batch_size, a.learning_starts, a.gradient_steps
+        update_every = max(1, a.train_freq // num_envs)  # iterations between update phases
+        epsilon_at = schedules.SCHEDULES[x.schedule]
+        eps_start, eps_end, eps_duration = x.start, x.end, x.duration
+        if cfg.network.noisy:  # noisy nets explore through their weights: epsilon-greedy is off
+            eps_start = eps_end = 0.0
+        log_interval, eval_interval, ckpt_every = cfg.log.interval, cfg.eval.interval, cfg.checkpoint.every
+        prioritized = isinstance(buffer, PrioritizedReplayBuffer)
+        lr0, lr_end_factor = cfg.optimizer.lr, a.lr_end_factor
+        n_actions = envs.single_action_space.n
+        names = {"td_loss": "losses/td_loss", "q_mean": "losses/q_mean", "q_var": "losses/q_var",
+                 "grad_norm": "losses/grad_norm", "sample_age": "replay/sample_age"}
+
+        def crossed(interval: int) -> bool:
+            return interval > 0 and step // interval > (step - num_envs) // interval
+
+        step, iteration, obs, beta = self.step, self.iteration, self.obs, 1.0
+        last_log_time, last_log_step = time.perf_counter(), step
+        status = "finished"
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            while step < total_steps:
+                epsilon = epsilon_at(eps_start, eps_end, eps_duration, step)
+                explore = rng.random(num_envs) < epsilon
+                actions = rng.integers(n_actions, size=num_envs)
+                if not explore.all():
+                    with torch.no_grad():
+                        greedy = learner.online(torch.as_tensor(obs, device=device)).argmax(dim=1).cpu().numpy()
+                    actions = np.where(explore, actions, greedy)
+
+                next_obs, rewards, terminated, truncated, infos = envs.step(actions)
+                ready = nstep.step(obs, actions, rewards, next_obs_for_storage(next_obs, infos), terminated, truncated)
+                if ready is not None:
+                    buffer.add(*map(torch.from_numpy, ready))
+                obs = next_obs
+                step += num_envs
+                iteration += 1
+
+                solved = False
+                for _, ret, length in finished_episodes(infos):
+                    solved |= logger.episode_end(step, ret, length)
+
+                if step >= learning_starts and iteration % update_every == 0:
+                    if lr_end_factor != 1.0:
+                        for group in learner.optimizer.param_groups:
+                            group["lr"] = lr0 * schedules.linear(1.0, lr_end_factor, total_steps, step)
+                    if prioritized:
+                        beta = buffer.beta(step, total_steps)
+                    for _ in range(gradient_steps):
+                        batch = buffer.sample(batch_size, beta)
+                        try:
+                            metrics = learner.update(batch)
+                        except NonFiniteError as e:
+                            self.step, self.iteration, self.obs = step, iteration, obs
+                            torch.save(self.state_dict(), self.out_dir / "nonfinite.pt")
+                            raise NonFiniteError(f"{e} at env step {step} (update {learner.updates + 1}); "
+                                                 f"the state before this update is in {self.out_dir / 'nonfinite.pt'}") from None
+                        if metrics is None:  # a non-finite update skipped (algo.on_nonfinite=skip)
+                            continue
+                        if prioritized:
+                            buffer.update_priorities(batch.indices, metrics["priority"])
+                        for k in ("td_loss", "q_mean", "q_var", "grad_norm"):
+                            self.window.setdefault(k, []).append(metrics[k])
+                        self.window.setdefault("sample_age", []).append(batch.age.float().mean())
+                        self.sampled.append(batch.indices)
+
+                if crossed(log_interval) or step >= total_steps:
+                    now = time.perf_counter()
+                    sps = (step - last_log_step) / max(now - last_log_time, 1e-9)
+                    last_log_time, last_log_step = now, step
+                    epsilon = epsilon_at(eps_start, eps_end, eps_duration, step)  # the value at the logged step
+                    values = {"charts/epsilon": epsilon, "charts/SPS": sps,
+                              "charts/learning_rate": learner.optimizer.param_groups[0]["lr"],
+                              "replay/size": len(buffer), "charts/updates": learner.updates,
+                              "charts/skipped_updates": learner.skipped}
+                    if self.window:  # the one host-device sync of the window
+                        for k, vals in self.window.items():
+                            values[names[k]] = torch.stack(vals).mean().item()
+                        idx = torch.cat(self.sampled)
+                        values["replay/unique_fraction"] = idx.unique().numel() / idx.numel()
+                        if prioritized:
+                            values["per/beta"] = beta
+                            values.update({f"per/{k}": v.item() for k, v in buffer.stats().items()})
+                        self.window, self.sampled = {}, []
+                    logger.scalars(step, values)
+                    logger.progress(step, sps, epsilon)
+
+                if crossed(eval_interval) or (eval_interval and step >= total_steps):
+                    returns = evaluate(learner.online, parts.eval_envs, cfg.seed + 1_000_000 + step, device)
+                    logger.scalars(step, {"eval/mean_return": float(returns.mean()),
+                                          "eval/std_return": float(returns.std())})
+
+                self.step, self.iteration, self.obs = step, iteration, obs
+                if crossed(ckpt_every):
+                    self.save_checkpoint()
+                if self.signal is not None:
+                    self.save_checkpoint()
+                    raise Preempted(signal.Signals(self.signal).name)
+                if solved and cfg.stop_on_solve:
+                    status = "solved"
+                    break
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+        self.save_checkpoint()
+        torch.save(learner.online.state_dict(), self.out_dir / "model.pt")
+        summary = logger.close(step, status)
+        if cfg.log.plot:
+            logger.plot(f"{cfg.env.id} {cfg.exp_name} seed={cfg.seed}")
+        return summary
+
+    def close(self) -> None:
+        self.parts.envs.close()
+        if self.parts.eval_envs is not None:
+            self.parts.eval_envs.close()
+
+
+def train(cfg: DictConfig, out_dir: Path, resume: Optional[dict] = None) -> dict[str, Any]:
+    """Train one DQN agent as `cfg` says, writing everything under `out_dir`; with `resume` (a loaded
+    checkpoint), continue that run. Returns the run summary."""
     validate(cfg)
-    parts = build(cfg)
-    envs, learner, buffer, device = parts.envs, parts.learner, parts.buffer, parts.device
-    logger = RunLogger(out_dir, cfg, cfg.total_steps, parts.reward_threshold, cfg.log.progress_bar)
-
-    # Hot-loop constants as plain locals.
-    a, x = cfg.algo, cfg.exploration
-    num_envs, total_steps, gamma = cfg.env.num_envs, cfg.total_steps, a.gamma
-    batch_size, learning_starts, gradient_steps = a.batch_size, a.learning_starts, a.gradient_steps
-    update_every = max(1, a.train_freq // num_envs)  # iterations between update phases
-    epsilon_at = schedules.SCHEDULES[x.schedule]
-    eps_start, eps_end, eps_duration = x.start, x.end, x.duration
-    if cfg.network.noisy:  # noisy nets explore through their weights: epsilon-greedy is off
-        eps_start = eps_end = 0.0
-    log_interval, eval_interval = cfg.log.interval, cfg.eval.interval
-    prioritized = isinstance(buffer, PrioritizedReplayBuffer)
-    lr0, lr_end_factor = cfg.optimizer.lr, a.lr_end_factor
-    n_actions = envs.single_action_space.n
-    rng = np.random.default_rng(cfg.seed)
-    nstep = NStepAccumulator(num_envs, cfg.buffer.n_step, gamma, envs.single_observation_space.shape,
-                             envs.single_observation_space.dtype)
-
-    window: dict[str, list[torch.Tensor]] = {}
-    sampled: list[torch.Tensor] = []
-    step, iteration, beta = 0, 0, 1.0
-    last_log_time, last_log_step = time.perf_counter(), 0
-    obs, _ = envs.reset(seed=cfg.seed)
-    status = "finished"
-    while step < total_steps:
-        epsilon = epsilon_at(eps_start, eps_end, eps_duration, step)
-        explore = rng.random(num_envs) < epsilon
-        actions = rng.integers(n_actions, size=num_envs)
-        if not explore.all():
-            with torch.no_grad():
-                greedy = learner.online(torch.as_tensor(obs, device=device)).argmax(dim=1).cpu().numpy()
-            actions = np.where(explore, actions, greedy)
-
-        next_obs, rewards, terminated, truncated, infos = envs.step(actions)
-        ready = nstep.step(obs, actions, rewards, next_obs_for_storage(next_obs, infos), terminated, truncated)
-        if ready is not None:
-            buffer.add(*map(torch.from_numpy, ready))
-        obs = next_obs
-        step += num_envs
-        iteration += 1
-
-        solved = False
-        for _, ret, length in finished_episodes(infos):
-            solved |= logger.episode_end(step, ret, length)
-
-        if step >= learning_starts and iteration % update_every == 0:
-            if lr_end_factor != 1.0:
-                for group in learner.optimizer.param_groups:
-                    group["lr"] = lr0 * schedules.linear(1.0, lr_end_factor, total_steps, step)
-            if prioritized:
-                beta = buffer.beta(step, total_steps)
-            for _ in range(gradient_steps):
-                batch = buffer.sample(batch_size, beta)
-                metrics = learner.update(batch)
-                if prioritized:
-                    buffer.update_priorities(batch.indices, metrics["priority"])
-                for k in ("td_loss", "q_mean", "q_var", "grad_norm"):
-                    window.setdefault(k, []).append(metrics[k])
-                window.setdefault("sample_age", []).append(batch.age.float().mean())
-                sampled.append(batch.indices)
-
-        if step // log_interval > (step - num_envs) // log_interval or step >= total_steps:
-            now = time.perf_counter()
-            sps = (step - last_log_step) / max(now - last_log_time, 1e-9)
-            last_log_time, last_log_step = now, step
-            epsilon = epsilon_at(eps_start, eps_end, eps_duration, step)  # the value at the logged step
-            values = {"charts/epsilon": epsilon, "charts/SPS": sps,
-                      "charts/learning_rate": learner.optimizer.param_groups[0]["lr"],
-                      "replay/size": len(buffer)}
-            if window:  # the one host-device sync of the window
-                names = {"td_loss": "losses/td_loss", "q_mean": "losses/q_mean", "q_var": "losses/q_var",
-                         "grad_norm": "losses/grad_norm", "sample_age": "replay/sample_age"}
-                for k, vals in window.items():
-                    values[names[k]] = torch.stack(vals).mean().item()
-                idx = torch.cat(sampled)
-                values["replay/unique_fraction"] = idx.unique().numel() / idx.numel()
-                values["charts/updates"] = learner.updates
-                if prioritized:
-                    values["per/beta"] = beta
-                    values.update({f"per/{k}": v.item() for k, v in buffer.stats().items()})
-                window, sampled = {}, []
-            logger.scalars(step, values)
-            logger.progress(step, sps, epsilon)
-
-        if eval_interval and (step // eval_interval > (step - num_envs) // eval_interval or step >= total_steps):
-            returns = evaluate(learner.online, parts.eval_envs, cfg.seed + 1_000_000 + step, device)
-            logger.scalars(step, {"eval/mean_return": float(returns.mean()), "eval/std_return": float(returns.std())})
-
-        if solved and cfg.stop_on_solve:
-            status = "solved"
-            break
-
-    torch.save(learner.online.state_dict(), out_dir / "model.pt")
-    envs.close()
-    if parts.eval_envs is not None:
-        parts.eval_envs.close()
-    summary = logger.close(step, status)
-    if cfg.log.plot:
-        logger.plot(f"{cfg.env.id} {cfg.exp_name} seed={cfg.seed}")
-    return summary
+    trainer = Trainer(cfg, out_dir, build(cfg), resume)
+    try:
+        return trainer.run()
+    finally:
+        trainer.close()
 
 
 def record_failure(out_dir: Path, error: BaseException) -> None:
@@ -212,6 +318,49 @@ def record_failure(out_dir: Path, error: BaseException) -> None:
     (out_dir / "error.txt").write_text(detail)
 
 
+# Keys a resumed run may change: they do not change the experiment, only its length and reporting.
+RESUME_SAFE = ("total_steps", "stop_on_solve", "log", "eval", "checkpoint", "device", "resume")
+
+
+def resume_config(run_dir: Path, saved: dict, overrides: list[str], composed: DictConfig) -> DictConfig:
+    """The saved config with the safe overrides of this command line applied; any other override that
+    would change the experiment is refused."""
+    cfg = OmegaConf.create(saved)
+    for override in overrides:
+        key, _, _ = override.lstrip("+~").partition("=")
+        top = key.split(".")[0].split("/")[0]
+        if top in RESUME_SAFE:
+            if top != "resume":
+                OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
+        elif OmegaConf.select(composed, key) != OmegaConf.select(cfg, key):
+            raise ConfigError(key, override.partition("=")[2], f"only the saved value when resuming {run_dir}, as it "
+                              f"changes the experiment (a resume may change {', '.join(RESUME_SAFE[:-1])})")
+    return cfg
+
+
+def load_resume(cfg: DictConfig, overrides: list[str]) -> tuple[DictConfig, Path, dict]:
+    run_dir = Path(cfg.resume)
+    if not (run_dir / ".hydra" / "config.yaml").exists():
+        raise ConfigError("resume", str(run_dir), "a run directory of rlrun (with .hydra/config.yaml)")
+    try:
+        state, path = ckpt.load(run_dir)
+    except ckpt.CheckpointError as e:
+        raise ConfigError("resume", str(run_dir), f"a run with a loadable checkpoint ({e})") from None
+    if path.name != ckpt.LATEST:
+        log.warning("the newest checkpoint of %s was unreadable; resuming from %s", run_dir, path.name)
+    return resume_config(run_dir, state["config"], overrides, cfg), run_dir, state
+
+
+def record_failure(out_dir: Path, error: BaseException) -> None:
+    """Mark a sweep job as failed in its own directory, so the sweep goes on and the report lists it."""
+    detail = "".join(traceback.format_exception(error)) if not isinstance(error, ConfigError) else str(error)
+    (out_dir / "summary.json").write_text(json.dumps({"status": "failed", "error": str(error)}, indent=2) + "\n")
+    (out_dir / "error.txt").write_text(detail)
+
+
+EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_PREEMPTED = 2, 3, 4, 75  # 75 = EX_TEMPFAIL: try again (resume)
+
+
 @hydra.main(version_base="1.3", config_path="pkg://rlrun.conf", config_name="config")
 def main(cfg: DictConfig) -> Optional[float]:
     """Returns the objective that sweepers (Optuna) optimise: the final 100-episode mean training return."""
@@ -219,14 +368,32 @@ def main(cfg: DictConfig) -> Optional[float]:
     out_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     try:
-        summary = train(cfg, out_dir)
+        state = None
+        if cfg.resume is not None:
+            cfg, out_dir, state = load_resume(cfg, list(hydra_cfg.overrides.task))
+        summary = train(cfg, out_dir, state)
     except ConfigError as e:
         if not multirun:
             print(f"rlrun: {e}", file=sys.stderr)
-            sys.exit(2)
+            sys.exit(EXIT_CONFIG)
         print(f"rlrun: job {hydra_cfg.job.num} failed: {e}", file=sys.stderr)
         record_failure(out_dir, e)
         return None
+    except Preempted as e:
+        print(f"rlrun: stopped by {e}; checkpoint saved in {out_dir}. Continue with: "
+              f"python -m rlrun.train resume={out_dir}", file=sys.stderr)
+        sys.exit(EXIT_PREEMPTED)
+    except NonFiniteError as e:
+        print(f"rlrun: {e}", file=sys.stderr)
+        if multirun:
+            record_failure(out_dir, e)
+            return None
+        sys.exit(EXIT_NONFINITE)
+    except OSError as e:  # an unwritable or full output dir; earlier checkpoints are intact
+        print(f"rlrun: cannot write to {out_dir}: {e}", file=sys.stderr)
+        if multirun:
+            return None
+        sys.exit(EXIT_OS)
     except Exception as e:
         if not multirun:
             raise

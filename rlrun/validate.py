@@ -104,6 +104,8 @@ def validate(cfg: DictConfig) -> None:
     if a.max_grad_norm is not None:
         _positive(cfg, "algo.max_grad_norm")
     _in_range(cfg, "algo.lr_end_factor", 0.0, 1.0)
+    _one_of(cfg, "algo.on_nonfinite", ["stop", "skip", "off"])
+    _in_range(cfg, "checkpoint.every", 0, math.inf, hi_open=True)
 
     _one_of(cfg, "exploration.schedule", ["linear", "exponential"])
     _in_range(cfg, "exploration.start", 0.0, 1.0)

@@ -41,3 +41,19 @@ def compose():
             return hydra_compose(config_name="config", overrides=list(overrides))
 
     return _compose
+
+
+class ExplodingEnv(CountingEnv):
+    """Rewards become infinite after 100 steps: the learner's loss turns non-finite."""
+
+    def __init__(self):
+        super().__init__(terminate_at=10)
+        self.total = 0
+
+    def step(self, action):
+        self.total += 1
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, (np.inf if self.total > 100 else 1.0), terminated, truncated, info
+
+
+gym.register("rlrun_tests/Exploding-v0", entry_point=ExplodingEnv)

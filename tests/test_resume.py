@@ -1,0 +1,148 @@
+"""Checkpoints, resume, preemption, determinism and non-finite guards, with real runs."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rlrun import checkpoint as ckpt
+
+ARGS = ["algo.learning_starts=300", "log.interval=250", "eval.interval=0", "log.plot=false",
+        "checkpoint.every=500", "buffer=per"]
+TIME_BASED = {"charts/SPS"}
+
+
+def start(run_dir, *args):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.Popen([sys.executable, "-m", "rlrun.train", *ARGS, *args, f"hydra.run.dir={run_dir}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def finish(proc, rc=0):
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == rc, err[-3000:]
+    return out, err
+
+
+def scalars(run_dir):
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
+
+
+def wait_for(path, proc, timeout=300):
+    t0 = time.time()
+    while not path.exists():
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        assert time.time() - t0 < timeout
+        time.sleep(0.05)
+
+
+def test_sigkill_then_resume_reaches_the_end_with_one_value_per_step(tmp_path):
+    run = tmp_path / "run"
+    proc = start(run, "total_steps=6000")
+    wait_for(run / ckpt.PREVIOUS, proc)  # at least two checkpoints written
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    saved_step = torch.load(run / ckpt.LATEST, weights_only=True)["step"]
+    assert 0 < saved_step < 6000
+
+    finish(start(run, "resume=" + str(run), "total_steps=6000"))
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["env_steps"] == 6000 and summary["status"] == "finished"
+    tags = scalars(run)
+    for tag in ["losses/td_loss", "charts/epsilon", "per/beta", "charts/mean_return_100"]:
+        steps = [s for s, _ in tags[tag]]
+        assert len(steps) == len(set(steps)), f"{tag} has duplicated steps"
+    assert [s for s, _ in tags["charts/epsilon"]] == list(range(250, 6001, 250))
+    rows = (run / "episodes.csv").read_text().splitlines()[1:]
+    episode_numbers = [int(r.split(",")[1]) for r in rows]
+    assert episode_numbers == list(range(1, len(rows) + 1))  # no episode lost or doubled
+
+
+def test_sigterm_saves_and_resume_equals_an_uninterrupted_run(tmp_path):
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    finish(start(whole, "total_steps=4000"))
+
+    proc = start(parts, "total_steps=4000")
+    wait_for(parts / ckpt.LATEST, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = finish(proc, rc=75)
+    assert "resume=" in err
+    assert torch.load(parts / ckpt.LATEST, weights_only=True)["step"] < 4000
+    finish(start(parts, f"resume={parts}"))
+
+    assert (parts / "episodes.csv").read_text() == (whole / "episodes.csv").read_text()
+    a, b = torch.load(whole / "model.pt"), torch.load(parts / "model.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    sa, sb = scalars(whole), scalars(parts)
+    for tag in set(sa) - TIME_BASED:
+        assert sa[tag] == sb[tag], tag
+
+
+def test_two_runs_with_the_same_seed_log_identical_values(tmp_path):
+    finish(start(tmp_path / "a", "total_steps=2000", "network=dueling"))
+    finish(start(tmp_path / "b", "total_steps=2000", "network=dueling"))
+    sa, sb = scalars(tmp_path / "a"), scalars(tmp_path / "b")
+    assert set(sa) == set(sb)
+    for tag in set(sa) - TIME_BASED:
+        assert sa[tag] == sb[tag], tag
+
+
+def test_resume_extends_a_finished_run_and_refuses_experiment_changes(tmp_path):
+    run = tmp_path / "run"
+    finish(start(run, "total_steps=1500"))
+    proc = start(run, f"resume={run}", "network.hidden_sizes=[32]")
+    _, err = finish(proc, rc=2)
+    assert "network.hidden_sizes" in err and "Traceback" not in err
+    finish(start(run, f"resume={run}", "total_steps=2500"))
+    assert json.loads((run / "summary.json").read_text())["env_steps"] == 2500
+    assert (run / ".hydra" / "overrides.yaml").read_text().count("total_steps=1500") == 1  # original kept
+
+
+def test_corrupt_checkpoint_falls_back_to_the_previous_one(tmp_path):
+    run = tmp_path / "run"
+    finish(start(run, "total_steps=1500"))
+    (run / ckpt.LATEST).write_bytes(b"not a checkpoint")
+    state, path = ckpt.load(run)
+    assert path.name == ckpt.PREVIOUS and state["step"] == 1500
+    (run / ckpt.PREVIOUS).write_bytes((run / ckpt.PREVIOUS).read_bytes()[:100])  # truncated
+    with pytest.raises(ckpt.CheckpointError, match="no loadable checkpoint"):
+        ckpt.load(run)
+    _, err = finish(start(run, f"resume={run}", "total_steps=2000"), rc=2)
+    assert "resume" in err and "no loadable checkpoint" in err and "Traceback" not in err
+
+
+def test_checkpoints_load_without_running_code(tmp_path):
+    run = tmp_path / "run"
+    finish(start(run, "total_steps=800"))
+    state = torch.load(run / ckpt.LATEST, weights_only=True)
+    assert {"learner", "buffer", "rng", "envs", "nstep", "logger", "config"} <= set(state)
+    assert state["buffer"]["size"] == state["buffer"]["obs"].shape[0] > 0
+
+
+def test_nonfinite_loss_stops_with_a_checkpoint_from_before(tmp_path):
+    import rlrun.train as rt
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
+        cfg = compose("config", overrides=["env.id=rlrun_tests/Exploding-v0", "total_steps=600",
+                                           "algo.learning_starts=50", "eval.interval=0", "log.plot=false",
+                                           "log.progress_bar=false", "buffer.n_step=1"])
+    out = tmp_path / "run"
+    out.mkdir()
+    with pytest.raises(rt.NonFiniteError, match=r"non-finite td_loss.*at env step \d+"):
+        rt.train(cfg, out)
+    state = torch.load(out / "nonfinite.pt", weights_only=True)
+    assert all(torch.isfinite(v).all() for v in state["learner"]["online"].values())
+
+    cfg.algo.on_nonfinite = "skip"
+    summary = rt.train(cfg, tmp_path)
+    assert summary["env_steps"] == 600
