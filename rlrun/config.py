@@ -70,6 +70,7 @@ class AdamConfig:
     lr: float = 2e-3
     eps: float = 1e-8
     weight_decay: float = 0.0
+    fused: Optional[bool] = True  # one fused kernel for the whole step (CPU and CUDA); null = torch's choice
 
 
 @dataclass

@@ -14,58 +14,73 @@ import numpy as np
 
 
 class NStepAccumulator:
+    """Per-env ring buffers of the last n steps (no copying when the window slides)."""
+
     def __init__(self, num_envs: int, n: int, gamma: float, obs_shape, obs_dtype=np.float32):
         self.n, self.gamma, self.num_envs = n, gamma, num_envs
         self.obs = np.zeros((num_envs, n, *obs_shape), dtype=obs_dtype)
         self.actions = np.zeros((num_envs, n), dtype=np.int64)
         self.rewards = np.zeros((num_envs, n), dtype=np.float64)
-        self.count = np.zeros(num_envs, dtype=np.int64)  # pending steps per env (oldest at index 0)
+        self.start = np.zeros(num_envs, dtype=np.int64)  # ring position of the oldest pending step
+        self.count = np.zeros(num_envs, dtype=np.int64)  # pending steps per env
         self.powers = gamma ** np.arange(n + 1)
+        self._envs = np.arange(num_envs)
+        self._offsets = np.arange(n)
 
     def step(self, obs, actions, rewards, next_obs, terminated, truncated):
         """Add one vector step; returns the transitions it completes as numpy arrays
-        (obs, actions, returns, next_obs, discounts), possibly empty."""
-        envs = np.arange(self.num_envs)
-        c = self.count
-        self.obs[envs, c] = obs
-        self.actions[envs, c] = actions
-        self.rewards[envs, c] = rewards
-        c += 1
+        (obs, actions, returns, next_obs, discounts), or None."""
+        n, envs = self.n, self._envs
+        slot = (self.start + self.count) % n
+        self.obs[envs, slot] = obs
+        self.actions[envs, slot] = actions
+        self.rewards[envs, slot] = rewards
+        self.count += 1
         done = np.logical_or(terminated, truncated)
+        if not done.any():
+            full = np.flatnonzero(self.count == n)
+            if full.size == 0:
+                return None
+            # One n-step transition from the oldest pending step of each full window, then slide it.
+            first = self.start[full]
+            order = (first[:, None] + self._offsets) % n
+            returns = self.rewards[full[:, None], order] @ self.powers[:n]
+            out = (self.obs[full, first], self.actions[full, first], returns.astype(np.float32),
+                   next_obs[full], np.full(full.size, self.powers[n], dtype=np.float32))
+            self.start[full] = (first + 1) % n
+            self.count[full] -= 1
+            return out
+        return self._step_with_episode_ends(next_obs, terminated, done)
+
+    def _step_with_episode_ends(self, next_obs, terminated, done):
+        n = self.n
         out_obs, out_act, out_ret, out_next, out_disc = [], [], [], [], []
-
-        full = np.flatnonzero((c == self.n) & ~done)
-        if full.size:  # one n-step transition from the oldest pending step, then slide the window
-            out_obs.append(self.obs[full, 0])
-            out_act.append(self.actions[full, 0])
-            out_ret.append(self.rewards[full] @ self.powers[: self.n])
-            out_next.append(next_obs[full])
-            out_disc.append(np.full(full.size, self.powers[self.n]))
-            self.obs[full] = np.roll(self.obs[full], -1, axis=1)
-            self.actions[full] = np.roll(self.actions[full], -1, axis=1)
-            self.rewards[full] = np.roll(self.rewards[full], -1, axis=1)
-            c[full] -= 1
-
-        for i in np.flatnonzero(done):  # flush every pending start of the finished episode
-            k = c[i]
-            for j in range(k):
+        for i in range(self.num_envs):
+            k, first = int(self.count[i]), int(self.start[i])
+            order = (first + self._offsets[:k]) % n
+            rewards = self.rewards[i, order]
+            # A running env emits its oldest step once its window is full; a finished one flushes all.
+            starts = range(k) if done[i] else (range(1) if k == n else range(0))
+            for j in starts:
                 steps = k - j
-                out_obs.append(self.obs[i, j][None])
-                out_act.append(self.actions[i, j][None])
-                out_ret.append(np.array([self.rewards[i, j:k] @ self.powers[:steps]]))
-                out_next.append(next_obs[i][None])
-                out_disc.append(np.array([0.0 if terminated[i] else self.powers[steps]]))
-            c[i] = 0
-
+                out_obs.append(self.obs[i, order[j]])
+                out_act.append(self.actions[i, order[j]])
+                out_ret.append(rewards[j:] @ self.powers[:steps])
+                out_next.append(next_obs[i])
+                out_disc.append(0.0 if (done[i] and terminated[i]) else self.powers[steps])
+            if done[i]:
+                self.start[i], self.count[i] = 0, 0
+            elif k == n:
+                self.start[i], self.count[i] = (first + 1) % n, k - 1
         if not out_obs:
             return None
-        return (np.concatenate(out_obs), np.concatenate(out_act), np.concatenate(out_ret).astype(np.float32),
-                np.concatenate(out_next), np.concatenate(out_disc).astype(np.float32))
+        return (np.stack(out_obs), np.array(out_act, dtype=np.int64), np.array(out_ret, dtype=np.float32),
+                np.stack(out_next), np.array(out_disc, dtype=np.float32))
 
     def state_dict(self) -> dict:
         return {"obs": self.obs.copy(), "actions": self.actions.copy(), "rewards": self.rewards.copy(),
-                "count": self.count.copy()}
+                "start": self.start.copy(), "count": self.count.copy()}
 
     def load_state_dict(self, state: dict) -> None:
         self.obs[...], self.actions[...] = state["obs"], state["actions"]
-        self.rewards[...], self.count[...] = state["rewards"], state["count"]
+        self.rewards[...], self.start[...], self.count[...] = state["rewards"], state["start"], state["count"]

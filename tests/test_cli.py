@@ -96,3 +96,11 @@ def test_plain_install_finds_configs_outside_the_checkout(tmp_path):
     """The configs are package data: the entrypoint works from any working directory."""
     proc = run_train("--cfg", "job", cwd=tmp_path)
     assert proc.returncode == 0 and "CartPole-v1" in proc.stdout
+
+
+def test_doctor_reports_versions():
+    proc = subprocess.run([sys.executable, "-m", "rlrun.doctor"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name in ("torch", "gymnasium", "hydra-core", "tensorboard", "gpus"):
+        assert name in proc.stdout
+    assert torch.__version__ in proc.stdout

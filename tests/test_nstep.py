@@ -59,3 +59,47 @@ def test_vector_envs_never_mix():
         (100, 10.0, 101, 0.0),
         (0, 1 + G * 2, 2, pytest.approx(G**2)),
     ]
+
+
+def reference_nstep(trajectory, n, gamma, num_envs):
+    """Plain per-env lists: the obviously-correct version to compare the vectorised one against."""
+    pending = [[] for _ in range(num_envs)]
+    out = []
+    for obs, rew, nxt, term, trunc in trajectory:
+        for i in range(num_envs):
+            pending[i].append((obs[i], rew[i]))
+            starts = range(len(pending[i])) if (term[i] or trunc[i]) else (range(1) if len(pending[i]) == n else [])
+            for j in starts:
+                rs = [r for _, r in pending[i][j:]]
+                disc = 0.0 if term[i] else gamma ** len(rs)
+                out.append((i, pending[i][j][0], sum(gamma**k * r for k, r in enumerate(rs)), nxt[i], disc))
+            if term[i] or trunc[i]:
+                pending[i] = []
+            elif len(pending[i]) == n:
+                pending[i].pop(0)
+    return out
+
+
+@pytest.mark.parametrize("n,num_envs", [(1, 1), (3, 1), (3, 4), (5, 3)])
+def test_matches_reference_on_random_episodes(n, num_envs):
+    rng = np.random.default_rng(n * 10 + num_envs)
+    t = np.zeros(num_envs)
+    trajectory = []
+    for step in range(300):
+        obs = t * 1000 + np.arange(num_envs) + step * 10_000  # unique per (env, step)
+        end = rng.random(num_envs)
+        term, trunc = end < 0.08, (end >= 0.08) & (end < 0.12)
+        trajectory.append((obs, rng.normal(size=num_envs), obs + 0.5, term, trunc))
+    acc = NStepAccumulator(num_envs, n, 0.9, (1,))
+    got = []
+    for obs, rew, nxt, term, trunc in trajectory:
+        r = acc.step(obs[:, None], np.zeros(num_envs, dtype=np.int64), rew, nxt[:, None], term, trunc)
+        if r is not None:
+            got += [(o[0], ret, nx[0], d) for o, _, ret, nx, d in zip(*r)]
+    want = [(o, ret, nx, d) for _, o, ret, nx, d in reference_nstep(trajectory, n, 0.9, num_envs)]
+    key = lambda x: x[0]
+    got, want = sorted(got, key=key), sorted(want, key=key)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g[0] == w[0] and g[2] == w[2]
+        assert g[1] == pytest.approx(w[1], rel=1e-5, abs=1e-5) and g[3] == pytest.approx(w[3], rel=1e-6)
