@@ -99,6 +99,10 @@ class DeviceConfig:
     type: str = "auto"  # auto | cpu | cuda
     # torch intra-op threads; null leaves torch's default (all cores). 1 is fastest for small nets.
     threads: Optional[int] = 1
+    amp: str = "none"  # none | bf16 (autocast) | fp16 (autocast + GradScaler)
+    compile: bool = False  # torch.compile the loss computation (forward, target, loss; backward via AOT)
+    compile_mode: str = "default"  # default | reduce-overhead | max-autotune
+    cuda_graphs: bool = False  # CUDA only: compile with mode=reduce-overhead, which replays CUDA graphs
 
 
 @dataclass

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
+import warnings
 from typing import Optional
 
 import torch
@@ -31,6 +33,9 @@ class DQNLearner:
         tau: float = 1.0,
         target_update_period: int = 1,
         on_nonfinite: str = "stop",
+        amp: str = "none",
+        compile: bool = False,
+        compile_mode: str = "default",
     ):
         self.online = online
         self.target = copy.deepcopy(online).requires_grad_(False)
@@ -51,6 +56,7 @@ class DQNLearner:
         self.on_nonfinite = on_nonfinite  # stop | skip | off (off: no check, no per-update sync)
         self._online_params = list(online.parameters())
         self._target_params = list(self.target.parameters())
+        self._setup_acceleration(amp, compile, compile_mode)
         persistent = online.state_dict().keys()  # excludes noise, which each net samples for itself
         self._buffer_pairs = [(t, o) for (name, t), (_, o) in zip(self.target.named_buffers(), online.named_buffers())
                               if name in persistent]
@@ -106,29 +112,75 @@ class DQNLearner:
         target = self.td_target(batch)
         return self.loss_fn(q, target, reduction="none"), q, (target - q.detach()).abs()
 
+    def _setup_acceleration(self, amp: str, compile: bool, compile_mode: str) -> None:
+        """AMP autocast (+ GradScaler for fp16) and torch.compile of the loss computation. Each falls back
+        to the plain path with a warning where this torch or device cannot do it."""
+        device_type = next(self.online.parameters()).device.type
+        self.amp = amp
+        self._autocast = contextlib.nullcontext
+        self._scaler = None
+        if amp != "none":
+            dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+            try:
+                with torch.autocast(device_type, dtype=dtype):
+                    pass
+                self._autocast = lambda: torch.autocast(device_type, dtype=dtype)
+                if amp == "fp16":
+                    self._scaler = torch.amp.GradScaler(device_type)
+            except (RuntimeError, ValueError) as e:
+                warnings.warn(f"device.amp={amp} is not supported on {device_type} ({e}); training in fp32")
+                self.amp = "none"
+        self._compiled = None
+        if compile:
+            self._compiled = torch.compile(self._loss, mode=None if compile_mode == "default" else compile_mode,
+                                           dynamic=False)
+
+    def _compute_loss(self, batch: Batch):
+        if self._compiled is not None:
+            try:
+                return self._compiled(batch)
+            except Exception as e:  # no compiler toolchain, an unsupported op, ...
+                warnings.warn(f"torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
+                              "continuing without compilation")
+                self._compiled = None
+        return self._loss(batch)
+
     def update(self, batch: Batch) -> Optional[dict[str, torch.Tensor]]:
         """One gradient step. Returns detached tensors only: reading them is the caller's sync point.
         Returns None when a non-finite update was skipped."""
         if self.noisy:  # fresh, independent noise for the online and target nets at every update
             self.online.reset_noise()
             self.target.reset_noise()
-        elementwise, q, priority = self._loss(batch)
-        loss = (elementwise * batch.weights).mean() if batch.weights is not None else elementwise.mean()
+        with self._autocast():
+            elementwise, q, priority = self._compute_loss(batch)
+            elementwise = elementwise.float()
+            loss = (elementwise * batch.weights).mean() if batch.weights is not None else elementwise.mean()
 
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler = self._scaler
+        if scaler is not None:  # fp16: scale the loss; unscale before clipping so the norm is the real one
+            scaler.scale(loss).backward()
+            scaler.unscale_(self.optimizer)
+        else:
+            loss.backward()
         grad_norm = nn.utils.clip_grad_norm_(self._online_params, self.max_grad_norm)
+        q, priority = q.float(), priority.float()
         if self.on_nonfinite != "off":  # checked before the step, so the parameters are still good
-            values = torch.stack([loss.detach(), grad_norm, q.detach().mean()])
+            # With fp16, an overflowing gradient is the GradScaler's business (it skips and rescales).
+            values = torch.stack([loss.detach(), q.detach().mean()] + ([] if scaler else [grad_norm]))
             finite = torch.isfinite(values)
             if not finite.all():  # a host-device sync per update; algo.on_nonfinite=off removes it
-                bad = [n for n, ok in zip(("td_loss", "grad_norm", "q_mean"), finite.tolist()) if not ok]
+                bad = [n for n, ok in zip(("td_loss", "q_mean", "grad_norm"), finite.tolist()) if not ok]
                 if self.on_nonfinite == "skip":
                     self.optimizer.zero_grad(set_to_none=True)
                     self.skipped += 1
                     return None
                 raise NonFiniteError(f"non-finite {', '.join(bad)}")
-        self.optimizer.step()
+        if scaler is not None:
+            scaler.step(self.optimizer)
+            scaler.update()
+        else:
+            self.optimizer.step()
 
         self.updates += 1
         if self.updates % self.target_update_period == 0:

@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -94,8 +95,16 @@ def build(cfg: DictConfig) -> Parts:
     network = instantiate(cfg.network, obs_dim=int(np.prod(obs_shape)), n_actions=n_actions).to(device)
     optimizer = instantiate(cfg.optimizer)(network.parameters())
     a = cfg.algo
+    d = cfg.device
+    compile_, compile_mode = d.compile, d.compile_mode
+    if d.cuda_graphs:
+        if device.type == "cuda":
+            compile_, compile_mode = True, "reduce-overhead"
+        else:
+            warnings.warn("device.cuda_graphs=true needs a CUDA device; running without CUDA graphs")
     learner = DQNLearner(network, optimizer, double=a.double, loss=a.loss, max_grad_norm=a.max_grad_norm,
-                         tau=a.tau, target_update_period=a.target_update_period, on_nonfinite=a.on_nonfinite)
+                         tau=a.tau, target_update_period=a.target_update_period, on_nonfinite=a.on_nonfinite,
+                         amp=d.amp, compile=compile_, compile_mode=compile_mode)
     generator = torch.Generator(device=device)
     generator.manual_seed(cfg.seed)
     buffer = instantiate(cfg.buffer, obs_shape=obs_shape, device=device, generator=generator)
@@ -266,6 +275,9 @@ class Trainer:
                             values["per/beta"] = beta
                             values.update({f"per/{k}": v.item() for k, v in buffer.stats().items()})
                         self.window, self.sampled = {}, []
+                    if device.type == "cuda":
+                        values["device/memory_allocated_mb"] = torch.cuda.memory_allocated(device) / 2**20
+                        values["device/max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
                     logger.scalars(step, values)
                     logger.progress(step, sps, epsilon)
 

@@ -89,6 +89,8 @@ def validate(cfg: DictConfig) -> None:
     _one_of(cfg, "device.type", ["auto", "cpu", "cuda"])
     if cfg.device.threads is not None:
         _positive(cfg, "device.threads")
+    _one_of(cfg, "device.amp", ["none", "bf16", "fp16"])
+    _one_of(cfg, "device.compile_mode", ["default", "reduce-overhead", "max-autotune"])
 
     a = cfg.algo
     _in_range(cfg, "algo.gamma", 0.0, 1.0, lo_open=True)
