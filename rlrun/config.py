@@ -27,6 +27,8 @@ class EnvConfig:
     reward_scale: float = 1.0  # multiply rewards by this
     normalize_reward: bool = False  # divide by a running std of the discounted return (gymnasium's NormalizeReward)
     clip_reward: Optional[float] = None  # then clip to [-clip_reward, clip_reward]
+    # Discretise a continuous (Box) action space into this many values per dimension; null = keep it.
+    action_bins: Optional[int] = None
 
 
 @dataclass

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Optional
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
+from rlrun.wrappers import DiscretizeAction
 from gymnasium.wrappers.vector import ClipReward, NormalizeReward, RecordEpisodeStatistics, TransformReward
 
 
@@ -19,6 +21,7 @@ def make_vector_env(
     reward_scale: float = 1.0,
     normalize_reward: bool = False,
     clip_reward: Optional[float] = None,
+    action_bins: Optional[int] = None,
 ) -> gym.vector.VectorEnv:
     """A vector env in SAME_STEP autoreset mode with episode statistics.
 
@@ -31,11 +34,13 @@ def make_vector_env(
     and none links two episodes (see `next_obs_for_storage`).
     """
     kwargs = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
+    wrappers = [] if action_bins is None else [partial(DiscretizeAction, bins=action_bins)]
     envs = gym.make_vec(
         env_id,
         num_envs=num_envs,
         vectorization_mode=vectorization,
         vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+        wrappers=wrappers,
         **kwargs,
     )
     envs = RecordEpisodeStatistics(envs)

@@ -24,6 +24,7 @@ from rlrun import checkpoint as ckpt
 from rlrun.device import resolve_device
 from rlrun.envs import make_vector_env
 from rlrun.evaluation import evaluate
+from rlrun.wrappers import DiscretizeAction
 
 USAGE = "usage: python -m rlrun.evaluate <run dir or checkpoint.pt> [episodes=10] [seed=0] [video=false] [device=auto]"
 
@@ -68,7 +69,10 @@ def record_video(q_net, cfg, episodes: int, seed: int, out_dir: Path, device: to
     from gymnasium.wrappers import RecordVideo
 
     video_dir = out_dir / "videos"
-    env = RecordVideo(gym.make(cfg.env.id, render_mode="rgb_array"), str(video_dir), episode_trigger=lambda _: True,
+    env = gym.make(cfg.env.id, render_mode="rgb_array")
+    if cfg.env.get("action_bins") is not None:
+        env = DiscretizeAction(env, cfg.env.action_bins)
+    env = RecordVideo(env, str(video_dir), episode_trigger=lambda _: True,
                       name_prefix="eval", disable_logger=True)
     q_net.eval()
     for i in range(episodes):
@@ -87,7 +91,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     path, opts = parse(sys.argv[1:] if argv is None else argv)
     device = resolve_device(opts["device"])
     cfg, weights, out_dir = load_policy(path, device)
-    envs = make_vector_env(cfg.env.id, opts["episodes"], "sync", cfg.env.max_episode_steps)
+    bins = cfg.env.get("action_bins")
+    envs = make_vector_env(cfg.env.id, opts["episodes"], "sync", cfg.env.max_episode_steps, action_bins=bins)
     q_net = instantiate(cfg.network, obs_dim=int(np.prod(envs.single_observation_space.shape)),
                         n_actions=int(envs.single_action_space.n)).to(device)
     q_net.load_state_dict(weights)

@@ -79,16 +79,24 @@ def build(cfg: DictConfig) -> Parts:
     seed_everything(cfg.seed)
 
     e = cfg.env
-    envs = make_vector_env(e.id, e.num_envs, e.vectorization, e.max_episode_steps, gamma=cfg.algo.gamma,
-                           reward_scale=e.reward_scale, normalize_reward=e.normalize_reward,
-                           clip_reward=e.clip_reward)
+    try:
+        envs = make_vector_env(e.id, e.num_envs, e.vectorization, e.max_episode_steps, gamma=cfg.algo.gamma,
+                               reward_scale=e.reward_scale, normalize_reward=e.normalize_reward,
+                               clip_reward=e.clip_reward, action_bins=e.action_bins)
+    except (TypeError, ValueError) as err:
+        if e.action_bins is None:
+            raise
+        raise ConfigError("env.action_bins", e.action_bins, f"null for {e.id} ({err})") from None
+    except gym.error.DependencyNotInstalled as err:
+        raise ConfigError("env.id", e.id, f"an env whose dependencies are installed ({err})") from None
     if not isinstance(envs.single_action_space, gym.spaces.Discrete):
         envs.close()
         raise ConfigError("env.id", cfg.env.id, "an env with a Discrete action space "
-                          f"(this one has {envs.single_action_space})")
+                          f"(this one has {envs.single_action_space}; set env.action_bins=N to discretise "
+                          "a continuous one)")
     eval_envs = None
     if cfg.eval.interval > 0:
-        eval_envs = make_vector_env(cfg.env.id, cfg.eval.episodes, "sync", cfg.env.max_episode_steps)
+        eval_envs = make_vector_env(e.id, cfg.eval.episodes, "sync", e.max_episode_steps, action_bins=e.action_bins)
 
     obs_shape = envs.single_observation_space.shape
     n_actions = int(envs.single_action_space.n)

@@ -58,6 +58,8 @@ def validate(cfg: DictConfig) -> None:
     _in_range(cfg, "env.reward_scale", 0.0, math.inf, lo_open=True, hi_open=True)
     if cfg.env.clip_reward is not None:
         _positive(cfg, "env.clip_reward")
+    if cfg.env.action_bins is not None:
+        _check(cfg.env.action_bins >= 2, "env.action_bins", cfg.env.action_bins, "an integer >= 2, or null")
 
     _check(len(cfg.network.hidden_sizes) > 0 and all(h > 0 for h in cfg.network.hidden_sizes),
            "network.hidden_sizes", list(cfg.network.hidden_sizes), "a non-empty list of positive ints")

@@ -1,0 +1,59 @@
+"""Every env option runs; the discretisation wrapper maps bins to the right continuous actions."""
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import rlrun
+from rlrun.validate import ConfigError
+from rlrun.wrappers import DiscretizeAction
+
+ENV_OPTIONS = sorted(p.stem for p in (Path(rlrun.__file__).parent / "conf" / "env").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("option", ENV_OPTIONS)
+def test_every_env_option_trains_a_tiny_budget(tmp_path, compose, option):
+    if option == "lunarlander":
+        pytest.importorskip("Box2D")
+    import rlrun.train as rt
+
+    cfg = compose(f"env={option}", "total_steps=400", "algo.learning_starts=200", "eval.interval=400",
+                  "eval.episodes=1", "log.plot=false", "log.progress_bar=false", "log.interval=200")
+    summary = rt.train(cfg, tmp_path)
+    assert summary["env_steps"] == 400
+
+
+def test_pendulum_bins_hit_the_edges_and_the_centre():
+    env = DiscretizeAction(gym.make("Pendulum-v1"), bins=5)
+    assert env.action_space == gym.spaces.Discrete(5)
+    assert [float(env.action(i)[0]) for i in range(5)] == [-2.0, -1.0, 0.0, 1.0, 2.0]
+    assert env.action(2).shape == (1,) and env.action(2).dtype == np.float32
+
+
+def test_two_dimensional_box_enumerates_combinations_row_major():
+    class Box2DEnv(gym.Env):
+        observation_space = gym.spaces.Box(-1, 1, (1,))
+        action_space = gym.spaces.Box(np.array([-1.0, 0.0], dtype=np.float32), np.array([1.0, 10.0], dtype=np.float32))
+
+    env = DiscretizeAction(Box2DEnv(), bins=3)
+    assert env.action_space.n == 9
+    np.testing.assert_array_equal(env.action(0), [-1.0, 0.0])
+    np.testing.assert_array_equal(env.action(1), [-1.0, 5.0])  # last dimension varies fastest
+    np.testing.assert_array_equal(env.action(4), [0.0, 5.0])  # the centre
+    np.testing.assert_array_equal(env.action(8), [1.0, 10.0])
+
+
+def test_discretising_a_discrete_env_is_a_config_error(compose):
+    import rlrun.train as rt
+
+    with pytest.raises(ConfigError, match="env.action_bins=5"):
+        rt.build(compose("env.action_bins=5"))
+
+
+def test_continuous_env_without_bins_names_the_fix(compose):
+    import rlrun.train as rt
+
+    with pytest.raises(ConfigError, match="set env.action_bins=N"):
+        rt.build(compose("env=pendulum", "env.action_bins=null"))
