@@ -221,7 +221,8 @@ class Trainer:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             while step < total_steps:
-                epsilon = epsilon_at(eps_start, eps_end, eps_duration, step)
+                # Uniform-random play until learning starts (noisy nets included), then the schedule.
+                epsilon = 1.0 if step < learning_starts else epsilon_at(eps_start, eps_end, eps_duration, step)
                 explore = rng.random(num_envs) < epsilon
                 actions = rng.integers(n_actions, size=num_envs)
                 if not explore.all():
@@ -269,7 +270,7 @@ class Trainer:
                     now = time.perf_counter()
                     sps = (step - last_log_step) / max(now - last_log_time, 1e-9)
                     last_log_time, last_log_step = now, step
-                    epsilon = epsilon_at(eps_start, eps_end, eps_duration, step)  # the value at the logged step
+                    epsilon = 1.0 if step < learning_starts else epsilon_at(eps_start, eps_end, eps_duration, step)
                     values = {"charts/epsilon": epsilon, "charts/SPS": sps,
                               "charts/learning_rate": learner.optimizer.param_groups[0]["lr"],
                               "replay/size": len(buffer), "charts/updates": learner.updates,
