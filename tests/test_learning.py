@@ -11,11 +11,14 @@ from hydra import compose, initialize_config_module
 
 import rlrun.train as rt
 
-QUICK = [  # (overrides, threshold, step budget)
-    ([], 195, 60_000),
+QUICK = [  # (overrides, threshold, step budget): one bounded run per extension
+    ([], 195, 60_000),  # the default already uses 3-step returns
     (["network=dueling", "buffer=per"], 195, 60_000),
+    (["network=c51"], 195, 60_000),
+    (["buffer.n_step=1"], 150, 80_000),
+    (["+experiment=rainbow"], 150, 80_000),
 ]
-FULL = [[], ["network=dueling", "buffer=per"]]
+FULL = [[], ["network=dueling", "buffer=per"], ["network=c51"], ["+experiment=rainbow"]]
 
 
 def run(tmp_path, overrides, seed, threshold, budget):
