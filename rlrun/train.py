@@ -393,7 +393,7 @@ def main(cfg: DictConfig) -> Optional[float]:
         if cfg.resume is not None:
             cfg, out_dir, state = load_resume(cfg, list(hydra_cfg.overrides.task))
         summary = train(cfg, out_dir, state)
-    except ConfigError as e:
+    except (ConfigError, ckpt.CheckpointError) as e:
         if not multirun:
             print(f"rlrun: {e}", file=sys.stderr)
             sys.exit(EXIT_CONFIG)

@@ -146,3 +146,25 @@ def test_nonfinite_loss_stops_with_a_checkpoint_from_before(tmp_path):
     cfg.algo.on_nonfinite = "skip"
     summary = rt.train(cfg, tmp_path)
     assert summary["env_steps"] == 600
+
+
+def test_checkpoint_from_an_incompatible_config_is_refused_clearly(tmp_path):
+    small, big = tmp_path / "small", tmp_path / "big"
+    finish(start(small, "total_steps=600", "network.hidden_sizes=[16]"))
+    finish(start(big, "total_steps=600"))
+    state = torch.load(small / ckpt.LATEST, weights_only=True)
+    state["config"] = torch.load(big / ckpt.LATEST, weights_only=True)["config"]  # weights of another shape
+    torch.save(state, big / ckpt.LATEST)
+    _, err = finish(start(big, f"resume={big}", "total_steps=900"), rc=2)
+    assert "does not fit this config" in err and "Traceback" not in err
+
+
+def test_runs_started_together_get_separate_directories(tmp_path):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    args = [sys.executable, "-m", "rlrun.train", "total_steps=50", "eval.interval=0", "log.plot=false"]
+    procs = [subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for _ in range(3)]
+    for p in procs:
+        assert p.wait(timeout=120) == 0
+    runs = list((tmp_path / "outputs").iterdir())
+    assert len(runs) == 3 and all((r / "summary.json").exists() for r in runs)
