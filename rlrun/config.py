@@ -15,6 +15,16 @@ from omegaconf import MISSING
 
 
 @dataclass
+class AtariConfig:
+    """gymnasium's AtariPreprocessing (Machado et al. 2018 / Nature DQN settings)."""
+
+    noop_max: int = 30
+    frame_skip: int = 4  # with max-pooling over the last two frames
+    screen_size: int = 84  # grayscale, resized to screen_size x screen_size
+    terminal_on_life_loss: bool = True  # training envs only; evaluation plays whole games
+
+
+@dataclass
 class EnvConfig:
     id: str = "CartPole-v1"
     num_envs: int = 1
@@ -29,6 +39,8 @@ class EnvConfig:
     clip_reward: Optional[float] = None  # then clip to [-clip_reward, clip_reward]
     # Discretise a continuous (Box) action space into this many values per dimension; null = keep it.
     action_bins: Optional[int] = None
+    frame_stack: int = 0  # > 0: stack that many frames (pixel envs); each frame is stored once in replay
+    atari: Optional[AtariConfig] = None  # set for ALE games (env=atari)
 
 
 @dataclass
@@ -38,6 +50,7 @@ class QNetworkConfig:
     dueling: bool = False
     layer_norm: bool = True
     activation: str = "relu"  # relu | tanh | elu | gelu
+    encoder: str = "mlp"  # mlp | nature_cnn (pixels: 3 conv layers of Mnih et al. 2015, then hidden_sizes)
     num_atoms: int = 1  # > 1: C51 distributional head over linspace(v_min, v_max, num_atoms)
     v_min: float = -10.0
     v_max: float = 10.0

@@ -7,6 +7,7 @@ from typing import Optional
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.wrappers import FrameStackObservation
 from gymnasium.vector import AutoresetMode
 from rlrun.wrappers import DiscretizeAction
 from gymnasium.wrappers.vector import ClipReward, NormalizeReward, RecordEpisodeStatistics, TransformReward
@@ -22,6 +23,9 @@ def make_vector_env(
     normalize_reward: bool = False,
     clip_reward: Optional[float] = None,
     action_bins: Optional[int] = None,
+    frame_stack: int = 0,
+    atari: Optional[dict] = None,
+    train: bool = True,
 ) -> gym.vector.VectorEnv:
     """A vector env in SAME_STEP autoreset mode with episode statistics.
 
@@ -35,6 +39,17 @@ def make_vector_env(
     """
     kwargs = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
     wrappers = [] if action_bins is None else [partial(DiscretizeAction, bins=action_bins)]
+    if atari is not None:
+        import ale_py  # noqa: F401  (the `atari` extra)
+        from gymnasium.wrappers import AtariPreprocessing
+
+        gym.register_envs(ale_py)
+        kwargs["frameskip"] = 1  # AtariPreprocessing skips (and max-pools) instead
+        wrappers.append(partial(AtariPreprocessing, noop_max=atari["noop_max"], frame_skip=atari["frame_skip"],
+                                screen_size=atari["screen_size"], grayscale_obs=True,
+                                terminal_on_life_loss=train and atari["terminal_on_life_loss"]))
+    if frame_stack:
+        wrappers.append(partial(FrameStackObservation, stack_size=frame_stack))
     envs = gym.make_vec(
         env_id,
         num_envs=num_envs,

@@ -91,10 +91,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     path, opts = parse(sys.argv[1:] if argv is None else argv)
     device = resolve_device(opts["device"])
     cfg, weights, out_dir = load_policy(path, device)
-    bins = cfg.env.get("action_bins")
-    envs = make_vector_env(cfg.env.id, opts["episodes"], "sync", cfg.env.max_episode_steps, action_bins=bins)
-    q_net = instantiate(cfg.network, obs_dim=int(np.prod(envs.single_observation_space.shape)),
-                        n_actions=int(envs.single_action_space.n)).to(device)
+    e = cfg.env
+    atari = None if e.get("atari") is None else OmegaConf.to_container(e.atari)
+    envs = make_vector_env(e.id, opts["episodes"], "sync", e.max_episode_steps, action_bins=e.get("action_bins"),
+                           frame_stack=e.get("frame_stack", 0), atari=atari, train=False)
+    shape = envs.single_observation_space.shape
+    q_net = instantiate(cfg.network, obs_dim=int(np.prod(shape)), n_actions=int(envs.single_action_space.n),
+                        obs_shape=list(shape)).to(device)
     q_net.load_state_dict(weights)
     returns = evaluate(q_net, envs, opts["seed"], device)
     envs.close()

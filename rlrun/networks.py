@@ -95,6 +95,8 @@ class QNetwork(nn.Module):
         noisy: bool = False,
         noisy_sigma0: float = 0.5,
         init: str = "default",
+        encoder: str = "mlp",
+        obs_shape: Sequence[int] | None = None,
     ):
         super().__init__()
         hidden_sizes = list(hidden_sizes)
@@ -102,6 +104,14 @@ class QNetwork(nn.Module):
         linear = (lambda i, o: NoisyLinear(i, o, noisy_sigma0)) if noisy else nn.Linear
         layers: list[nn.Module] = []
         in_dim = obs_dim
+        self.pixels = encoder == "nature_cnn"
+        if self.pixels:  # uint8 frames (C, H, W), scaled to [0, 1] on the training device
+            channels, height, width = obs_shape
+            conv = nn.Sequential(nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2),
+                                 nn.ReLU(), nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())
+            with torch.no_grad():
+                in_dim = conv(torch.zeros(1, channels, height, width)).shape[1]
+            layers.append(conv)
         for size in hidden_sizes:
             layers.append(linear(in_dim, size))
             if layer_norm:
@@ -119,7 +129,7 @@ class QNetwork(nn.Module):
 
     def _outputs(self, obs: torch.Tensor) -> torch.Tensor:
         """(B, A, atoms) action values or logits."""
-        h = self.trunk(obs.flatten(1).float())
+        h = self.trunk(obs.float() / 255.0 if self.pixels else obs.flatten(1).float())
         if not self.dueling:
             return self.head(h).view(-1, self.n_actions, self.num_atoms)
         adv = self.advantage(h).view(-1, self.n_actions, self.num_atoms)

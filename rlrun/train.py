@@ -33,6 +33,7 @@ from rlrun.config import register_configs
 from rlrun.device import resolve_device, set_threads
 from rlrun.envs import finished_episodes, make_vector_env, next_obs_for_storage
 from rlrun.evaluation import evaluate
+from rlrun.frames import FrameStore
 from rlrun.learner import DQNLearner, NonFiniteError
 from rlrun.nstep import NStepAccumulator
 from rlrun.logger import RunLogger
@@ -54,6 +55,14 @@ def seed_everything(seed: int) -> None:
 
 
 def check_env(env_id: str) -> gym.envs.registration.EnvSpec:
+    if env_id.startswith("ALE/"):
+        try:
+            import ale_py
+
+            gym.register_envs(ale_py)
+        except ImportError:
+            raise ConfigError("env.id", env_id, "an installed env: ALE games need the atari extra "
+                              "(pip install -e '.[atari]')") from None
     try:
         spec = gym.spec(env_id)
     except gym.error.Error as e:
@@ -69,6 +78,7 @@ class Parts:
     buffer: ReplayBuffer
     device: torch.device
     reward_threshold: Optional[float]
+    frames: Optional[FrameStore] = None
 
 
 def build(cfg: DictConfig) -> Parts:
@@ -79,15 +89,17 @@ def build(cfg: DictConfig) -> Parts:
     seed_everything(cfg.seed)
 
     e = cfg.env
+    atari = None if e.atari is None else OmegaConf.to_container(e.atari)
     try:
         envs = make_vector_env(e.id, e.num_envs, e.vectorization, e.max_episode_steps, gamma=cfg.algo.gamma,
                                reward_scale=e.reward_scale, normalize_reward=e.normalize_reward,
-                               clip_reward=e.clip_reward, action_bins=e.action_bins)
+                               clip_reward=e.clip_reward, action_bins=e.action_bins, frame_stack=e.frame_stack,
+                               atari=atari)
     except (TypeError, ValueError) as err:
         if e.action_bins is None:
             raise
         raise ConfigError("env.action_bins", e.action_bins, f"null for {e.id} ({err})") from None
-    except gym.error.DependencyNotInstalled as err:
+    except (gym.error.DependencyNotInstalled, ImportError) as err:
         raise ConfigError("env.id", e.id, f"an env whose dependencies are installed ({err})") from None
     if not isinstance(envs.single_action_space, gym.spaces.Discrete):
         envs.close()
@@ -96,11 +108,13 @@ def build(cfg: DictConfig) -> Parts:
                           "a continuous one)")
     eval_envs = None
     if cfg.eval.interval > 0:
-        eval_envs = make_vector_env(e.id, cfg.eval.episodes, "sync", e.max_episode_steps, action_bins=e.action_bins)
+        eval_envs = make_vector_env(e.id, cfg.eval.episodes, "sync", e.max_episode_steps, action_bins=e.action_bins,
+                                    frame_stack=e.frame_stack, atari=atari, train=False)
 
     obs_shape = envs.single_observation_space.shape
     n_actions = int(envs.single_action_space.n)
-    network = instantiate(cfg.network, obs_dim=int(np.prod(obs_shape)), n_actions=n_actions).to(device)
+    network = instantiate(cfg.network, obs_dim=int(np.prod(obs_shape)), n_actions=n_actions,
+                          obs_shape=list(obs_shape)).to(device)
     optimizer = instantiate(cfg.optimizer)(network.parameters())
     a = cfg.algo
     d = cfg.device
@@ -115,10 +129,20 @@ def build(cfg: DictConfig) -> Parts:
                          amp=d.amp, compile=compile_, compile_mode=compile_mode)
     generator = torch.Generator(device=device)
     generator.manual_seed(cfg.seed)
-    buffer = instantiate(cfg.buffer, obs_shape=obs_shape, device=device, generator=generator)
+    frames = None
+    if e.frame_stack:  # replay stores frame-index stacks; the frames themselves live once in `frames`
+        capacity = cfg.buffer.capacity
+        # Room for every stored transition's frames: one per env step plus one per episode end, with a
+        # margin for episodes down to ~16 steps on average (checked at every log, see FrameStore.check).
+        frames = FrameStore(capacity + capacity // 16 + 1024 + e.num_envs * e.frame_stack, obs_shape[1:],
+                            e.frame_stack, e.num_envs, device)
+        buffer = instantiate(cfg.buffer, obs_shape=(e.frame_stack,), obs_dtype=torch.int64, device=device,
+                             generator=generator)
+    else:
+        buffer = instantiate(cfg.buffer, obs_shape=obs_shape, device=device, generator=generator)
     assert buffer.n_step == cfg.buffer.n_step
     threshold = cfg.env.reward_threshold if cfg.env.reward_threshold is not None else spec.reward_threshold
-    return Parts(envs, eval_envs, learner, buffer, device, threshold)
+    return Parts(envs, eval_envs, learner, buffer, device, threshold, frames)
 
 
 class Preempted(Exception):
@@ -132,8 +156,10 @@ class Trainer:
         self.cfg, self.out_dir, self.parts = cfg, Path(out_dir), parts
         envs = parts.envs
         self.rng = np.random.default_rng(cfg.seed)
-        self.nstep = NStepAccumulator(cfg.env.num_envs, cfg.buffer.n_step, cfg.algo.gamma,
-                                      envs.single_observation_space.shape, envs.single_observation_space.dtype)
+        stored_shape, stored_dtype = envs.single_observation_space.shape, envs.single_observation_space.dtype
+        if parts.frames is not None:
+            stored_shape, stored_dtype = (cfg.env.frame_stack,), np.int64
+        self.nstep = NStepAccumulator(cfg.env.num_envs, cfg.buffer.n_step, cfg.algo.gamma, stored_shape, stored_dtype)
         self.step, self.iteration = 0, 0
         self.window: dict[str, list[torch.Tensor]] = {}
         self.sampled: list[torch.Tensor] = []
@@ -143,6 +169,8 @@ class Trainer:
                                 resume_step=resume_step)
         if resume is None:
             self.obs, _ = envs.reset(seed=cfg.seed)
+            if parts.frames is not None:
+                parts.frames.start(self.obs)
         else:
             self.load_state_dict(resume)
 
@@ -163,6 +191,7 @@ class Trainer:
             "logger": self.logger.state_dict(),
             "window": {k: [v.cpu() for v in vals] for k, vals in self.window.items()},
             "sampled": [v.cpu() for v in self.sampled],
+            "frames": None if p.frames is None else p.frames.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -182,6 +211,8 @@ class Trainer:
         dev = p.device
         self.window = {k: [v.to(dev) for v in vals] for k, vals in state["window"].items()}
         self.sampled = [v.to(dev) for v in state["sampled"]]
+        if p.frames is not None:
+            p.frames.load_state_dict(state["frames"])
 
     def save_checkpoint(self) -> Path:
         self.logger.flush()
@@ -194,7 +225,7 @@ class Trainer:
     def run(self) -> dict[str, Any]:
         cfg, parts = self.cfg, self.parts
         envs, learner, buffer, device = parts.envs, parts.learner, parts.buffer, parts.device
-        logger, nstep, rng = self.logger, self.nstep, self.rng
+        logger, nstep, rng, frames = self.logger, self.nstep, self.rng, parts.frames
 
         # Hot-loop constants as plain locals.
         a, x = cfg.algo, cfg.exploration
@@ -231,7 +262,13 @@ class Trainer:
                     actions = np.where(explore, actions, greedy)
 
                 next_obs, rewards, terminated, truncated, infos = envs.step(actions)
-                ready = nstep.step(obs, actions, rewards, next_obs_for_storage(next_obs, infos), terminated, truncated)
+                real_next_obs = next_obs_for_storage(next_obs, infos)
+                if frames is None:
+                    ready = nstep.step(obs, actions, rewards, real_next_obs, terminated, truncated)
+                else:  # store frame-index stacks instead of pixels
+                    obs_idx = frames.current.copy()
+                    next_idx = frames.advance(next_obs, real_next_obs, terminated | truncated)
+                    ready = nstep.step(obs_idx, actions, rewards, next_idx, terminated, truncated)
                 if ready is not None:
                     buffer.add(*map(torch.from_numpy, ready))
                 obs = next_obs
@@ -250,6 +287,8 @@ class Trainer:
                         beta = buffer.beta(step, total_steps)
                     for _ in range(gradient_steps):
                         batch = buffer.sample(batch_size, beta)
+                        if frames is not None:
+                            batch = frames.decode(batch)
                         try:
                             metrics = learner.update(batch)
                         except NonFiniteError as e:
@@ -284,6 +323,8 @@ class Trainer:
                             values["per/beta"] = beta
                             values.update({f"per/{k}": v.item() for k, v in buffer.stats().items()})
                         self.window, self.sampled = {}, []
+                    if frames is not None:
+                        frames.check(buffer)
                     if device.type == "cuda":
                         values["device/memory_allocated_mb"] = torch.cuda.memory_allocated(device) / 2**20
                         values["device/max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20

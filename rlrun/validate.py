@@ -58,6 +58,14 @@ def validate(cfg: DictConfig) -> None:
     _in_range(cfg, "env.reward_scale", 0.0, math.inf, lo_open=True, hi_open=True)
     if cfg.env.clip_reward is not None:
         _positive(cfg, "env.clip_reward")
+    _in_range(cfg, "env.frame_stack", 0, math.inf, hi_open=True)
+    _one_of(cfg, "network.encoder", ["mlp", "nature_cnn"])
+    if cfg.env.frame_stack > 0:
+        _check(cfg.network.encoder == "nature_cnn", "network.encoder", cfg.network.encoder,
+               "nature_cnn for stacked pixel frames (env.frame_stack > 0): use network=cnn")
+    if cfg.network.encoder == "nature_cnn":
+        _check(cfg.env.frame_stack > 0, "env.frame_stack", cfg.env.frame_stack,
+               "> 0 with network.encoder=nature_cnn (the CNN reads stacked frames)")
     if cfg.env.action_bins is not None:
         _check(cfg.env.action_bins >= 2, "env.action_bins", cfg.env.action_bins, "an integer >= 2, or null")
 

@@ -15,12 +15,17 @@ ENV_OPTIONS = sorted(p.stem for p in (Path(rlrun.__file__).parent / "conf" / "en
 
 @pytest.mark.parametrize("option", ENV_OPTIONS)
 def test_every_env_option_trains_a_tiny_budget(tmp_path, compose, option):
+    extra = []
     if option == "lunarlander":
         pytest.importorskip("Box2D")
+    if option == "atari":
+        pytest.importorskip("ale_py")
+        pytest.importorskip("cv2")
+        extra = ["network=cnn", "buffer.capacity=1000", "algo.batch_size=32", "env.max_episode_steps=400"]
     import rlrun.train as rt
 
     cfg = compose(f"env={option}", "total_steps=400", "algo.learning_starts=200", "eval.interval=400",
-                  "eval.episodes=1", "log.plot=false", "log.progress_bar=false", "log.interval=200")
+                  "eval.episodes=1", "log.plot=false", "log.progress_bar=false", "log.interval=200", *extra)
     summary = rt.train(cfg, tmp_path)
     assert summary["env_steps"] == 400
 
@@ -57,3 +62,35 @@ def test_continuous_env_without_bins_names_the_fix(compose):
 
     with pytest.raises(ConfigError, match="set env.action_bins=N"):
         rt.build(compose("env=pendulum", "env.action_bins=null"))
+
+
+def test_atari_preprocessing_shapes_dtypes_and_rewards():
+    pytest.importorskip("ale_py")
+    pytest.importorskip("cv2")
+    from rlrun.envs import finished_episodes, make_vector_env
+
+    atari = {"noop_max": 30, "frame_skip": 4, "screen_size": 84, "terminal_on_life_loss": True}
+    envs = make_vector_env("ALE/Breakout-v5", 1, frame_stack=4, atari=atari, clip_reward=1.0)
+    assert envs.single_observation_space.shape == (4, 84, 84)
+    assert envs.single_observation_space.dtype == np.uint8
+    obs, _ = envs.reset(seed=0)
+    assert obs.shape == (1, 4, 84, 84) and obs.dtype == np.uint8
+    assert (obs[0, 0] == obs[0, 3]).all()  # a new episode's stack repeats its first frame
+    envs.close()
+    # The same game with and without learning-time clipping: rewards differ, the logged raw score does not.
+    clipped = make_vector_env("ALE/Breakout-v5", 1, frame_stack=4, atari=atari, clip_reward=1.0)
+    raw = make_vector_env("ALE/Breakout-v5", 1, frame_stack=4, atari=atari)
+    clipped.reset(seed=3)
+    raw.reset(seed=3)
+    rng = np.random.default_rng(0)
+    ep_clipped, ep_raw, steps = [], [], 0
+    while not ep_raw and steps < 5000:
+        a = rng.integers(4, size=1)
+        _, r_c, *_, info_c = clipped.step(a)
+        _, r_r, *_, info_r = raw.step(a)
+        assert r_c[0] == np.clip(r_r[0], -1, 1)
+        ep_clipped += finished_episodes(info_c)
+        ep_raw += finished_episodes(info_r)
+        steps += 1
+    assert ep_raw, "losing a life should end a training episode"
+    assert ep_clipped == ep_raw  # episode statistics are the raw game score
