@@ -4,6 +4,7 @@
     python scripts/benchmark.py updates [--device cpu]  # gradient updates/s and env steps/s of the training loop
     python scripts/benchmark.py per    [--device cpu]  # PER sample+update microseconds at 1e4/1e5/1e6 vs uniform
     python scripts/benchmark.py solve  [--seeds 5]   # wall seconds from process start to CartPole 475 (default config)
+    python scripts/benchmark.py memory               # bytes of a 1M-transition Atari replay (frames stored once)
 
 `peers` runs the same work through both tools with identical hyperparameters (network sizes, batch, update
 frequency, buffer, steps, one torch thread each), alternating the two commands, and reports medians of
@@ -163,6 +164,22 @@ def updates(args) -> None:
               f"~{n_updates / wall:.0f} gradient updates/s (whole loop), {wall:.1f}s")
 
 
+def memory(args) -> None:
+    """Bytes held by a 1M-transition Atari replay (84x84 frames, stack 4) with frames stored once."""
+    import torch
+    from rlrun.frames import FrameStore
+    from rlrun.replay import ReplayBuffer
+
+    capacity = args.capacity
+    frames = FrameStore(capacity + capacity // 16 + 1024 + 4, (84, 84), 4, 1, "cpu")
+    buf = ReplayBuffer(capacity, (4,), obs_dtype=torch.int64)
+    frame_bytes = frames.frames.nbytes
+    index_bytes = sum(getattr(buf, k).nbytes for k in buf.STORAGE)
+    naive = capacity * 2 * 4 * 84 * 84  # obs and next_obs as stacked uint8 frames
+    print(f"{capacity:,} transitions: frames {frame_bytes / 2**30:.2f} GiB + transitions {index_bytes / 2**30:.2f} GiB "
+          f"= {(frame_bytes + index_bytes) / 2**30:.2f} GiB (storing stacked obs and next_obs: {naive / 2**30:.1f} GiB)")
+
+
 def solve(args) -> None:
     walls, steps = [], []
     for seed in range(args.seeds):
@@ -179,13 +196,14 @@ def solve(args) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("suite", choices=["peers", "updates", "per", "solve"])
+    p.add_argument("suite", choices=["peers", "updates", "per", "solve", "memory"])
+    p.add_argument("--capacity", type=int, default=1_000_000, help="replay size for the memory suite")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--device", default="cpu")
     p.add_argument("overrides", nargs="*", help="extra rlrun overrides (updates, solve)")
     args = p.parse_args()
-    {"peers": peers, "updates": updates, "per": per, "solve": solve}[args.suite](args)
+    {"peers": peers, "updates": updates, "per": per, "solve": solve, "memory": memory}[args.suite](args)
 
 
 if __name__ == "__main__":
