@@ -15,10 +15,11 @@ QUICK = [  # (overrides, threshold, step budget): one bounded run per extension
     ([], 195, 60_000),  # the default already uses 3-step returns
     (["network=dueling", "buffer=per"], 195, 60_000),
     (["network=c51"], 195, 60_000),
+    (["network=noisy"], 195, 60_000),
     (["buffer.n_step=1"], 150, 80_000),
     (["+experiment=rainbow"], 150, 80_000),
 ]
-FULL = [[], ["network=dueling", "buffer=per"], ["network=c51"], ["+experiment=rainbow"]]
+FULL = [[], ["network=dueling", "buffer=per"], ["network=c51"], ["network=noisy"], ["+experiment=rainbow"]]
 
 
 def run(tmp_path, overrides, seed, threshold, budget):
