@@ -62,8 +62,9 @@ def test_dueling_per_run_leaves_everything_behind(tmp_path):
 def test_help_lists_groups_and_cfg_prints_config():
     proc = run_train("--help")
     assert proc.returncode == 0
-    for line in ["network: c51, dueling, mlp, noisy", "buffer: per, uniform", "optimizer: adam, rmsprop, sgd",
-                 "device: auto, cpu, cuda", "env: acrobot, cartpole, mountaincar"]:
+    for line in ["network: c51, cnn, dueling, mlp, noisy", "buffer: per, uniform", "optimizer: adam, rmsprop, sgd",
+                 "device: auto, cpu, cuda", "env: acrobot, atari, cartpole, lunarlander, mountaincar, pendulum",
+                 "experiment: atari, rainbow, rainbow_acrobot", "hparams_search: optuna"]:
         assert line in proc.stdout
     proc = run_train("network=dueling", "--cfg", "job")
     assert proc.returncode == 0 and "dueling: true" in proc.stdout

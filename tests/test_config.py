@@ -19,7 +19,7 @@ INSTANTIATED = ["network", "buffer", "optimizer"]
 
 
 def test_groups_have_the_promised_options():
-    assert GROUPS["network"] == ["c51", "dueling", "mlp", "noisy"]
+    assert GROUPS["network"] == ["c51", "cnn", "dueling", "mlp", "noisy"]
     assert GROUPS["buffer"] == ["per", "uniform"]
     assert GROUPS["optimizer"] == ["adam", "rmsprop", "sgd"]
     assert GROUPS["device"] == ["auto", "cpu", "cuda"]
@@ -28,13 +28,15 @@ def test_groups_have_the_promised_options():
 
 @pytest.mark.parametrize("group,option", [(g, o) for g, opts in GROUPS.items() for o in opts])
 def test_every_option_composes_validates_and_builds(compose, group, option):
-    cfg = compose(f"{group}={option}")
+    pixels = (group, option) in (("network", "cnn"), ("env", "atari"))  # these two go together
+    cfg = compose(f"{group}={option}", *(["env=atari", "network=cnn"] if pixels else []))
     if group == "device" and option == "cuda" and not torch.cuda.is_available():
         validate(cfg)  # types and ranges are fine; resolve_device refuses it (tested below)
         return
     validate(cfg)
-    net = instantiate(cfg.network, obs_dim=4, n_actions=2)
-    assert net(torch.zeros(3, 4)).shape == (3, 2)
+    obs_shape = [4, 84, 84] if pixels else [4]
+    net = instantiate(cfg.network, obs_dim=4, n_actions=2, obs_shape=obs_shape)
+    assert net(torch.zeros(3, *obs_shape)).shape == (3, 2)
     opt = instantiate(cfg.optimizer)(net.parameters())
     assert opt.param_groups[0]["lr"] == cfg.optimizer.lr
     buf = instantiate(cfg.buffer, obs_shape=(4,), device="cpu")
@@ -65,6 +67,8 @@ def _leaf_keys(node, prefix=""):
 def test_no_dead_keys(compose, group, option):
     """Each key is a constructor argument of its `_target_`, or read by name in rlrun's code."""
     cfg = OmegaConf.to_container(compose(f"{group}={option}"))
+    if cfg["env"].get("atari") is not None:
+        cfg["env"].update(cfg["env"].pop("atari"))  # nested keys: noop_max, frame_skip, ...
     read = _names_read_by_code()
     for g in INSTANTIATED:
         node = cfg.pop(g)
@@ -151,3 +155,10 @@ def test_initialisations(compose, init):
     if init == "orthogonal":
         w = first.weight  # (128, 4): orthonormal columns scaled by sqrt(2)
         torch.testing.assert_close(w.T @ w, 2 * torch.eye(4), atol=1e-5, rtol=0)
+
+
+def test_pixels_need_the_cnn_and_the_cnn_needs_pixels(compose):
+    with pytest.raises(ConfigError, match="network.encoder='mlp'.*network=cnn"):
+        validate(compose("env=atari"))
+    with pytest.raises(ConfigError, match="env.frame_stack=0"):
+        validate(compose("network=cnn"))
