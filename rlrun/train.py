@@ -140,7 +140,6 @@ def build(cfg: DictConfig) -> Parts:
                              generator=generator)
     else:
         buffer = instantiate(cfg.buffer, obs_shape=obs_shape, device=device, generator=generator)
-    assert buffer.n_step == cfg.buffer.n_step
     threshold = cfg.env.reward_threshold if cfg.env.reward_threshold is not None else spec.reward_threshold
     return Parts(envs, eval_envs, learner, buffer, device, threshold, frames)
 
