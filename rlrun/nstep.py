@@ -31,6 +31,9 @@ class NStepAccumulator:
         """Add one vector step; returns the transitions it completes as numpy arrays
         (obs, actions, returns, next_obs, discounts), or None."""
         n, envs = self.n, self._envs
+        if n == 1:  # one-step TD: every step is its own transition, nothing to keep
+            discounts = np.where(terminated, np.float32(0.0), np.float32(self.gamma))
+            return obs, actions, rewards.astype(np.float32), next_obs, discounts
         slot = (self.start + self.count) % n
         self.obs[envs, slot] = obs
         self.actions[envs, slot] = actions

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional, Sequence
 
+import numpy as np
 import torch
 
 
@@ -52,12 +53,17 @@ class ReplayBuffer:
         self.pos = 0
         self.size = 0
         self.num_added = 0
+        # On the CPU, writes go through numpy views of the same memory: a numpy slice copy costs about a
+        # microsecond, a torch one several, and the buffer is written at every env step.
+        self._host_views = ({k: getattr(self, k).numpy() for k in self.STORAGE}
+                            if self.device.type == "cpu" else None)
 
     def __len__(self) -> int:
         return self.size
 
     def add(self, obs, actions, rewards, next_obs, discounts) -> torch.Tensor:
-        """Store a batch of B transitions (tensors with a leading batch axis); returns their slots."""
+        """Store a batch of B transitions (numpy arrays or tensors with a leading batch axis); returns
+        their slots."""
         n = actions.shape[0]
         start = self.pos
         if start + n > self.capacity:  # wraps around: store in two contiguous pieces
@@ -66,12 +72,14 @@ class ReplayBuffer:
             return torch.cat([first, self.add(obs[k:], actions[k:], rewards[k:], next_obs[k:], discounts[k:])])
         # Contiguous slices: plain copies, cheaper than scattering through an index tensor.
         end = start + n
-        self.obs[start:end] = obs
-        self.next_obs[start:end] = next_obs
-        self.actions[start:end] = actions
-        self.rewards[start:end] = rewards
-        self.discounts[start:end] = discounts
-        self.added_at[start:end] = torch.arange(self.num_added, self.num_added + n)
+        values = {"obs": obs, "next_obs": next_obs, "actions": actions, "rewards": rewards,
+                  "discounts": discounts, "added_at": np.arange(self.num_added, self.num_added + n)}
+        if self._host_views is not None:
+            for k, v in values.items():
+                self._host_views[k][start:end] = v.numpy() if isinstance(v, torch.Tensor) else v
+        else:
+            for k, v in values.items():
+                getattr(self, k)[start:end] = torch.as_tensor(v).to(self.device, non_blocking=True)
         self.pos = end % self.capacity
         self.size = min(self.size + n, self.capacity)
         self.num_added += n

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import warnings
 from pathlib import Path
 from typing import Any, Optional
@@ -23,7 +22,6 @@ import pandas as pd
 import yaml
 from scipy import stats
 
-log = logging.getLogger(__name__)
 CURVE_TAG = "charts/mean_return_100"
 
 
@@ -178,19 +176,6 @@ def write_report(root: Path) -> str:
     text = "\n".join(lines) + "\n"
     (root / "report.md").write_text(text)
     return text
-
-
-try:  # the Hydra callback that prints the report when a multirun ends
-    from hydra.experimental.callback import Callback
-
-    class ReportCallback(Callback):
-        def on_multirun_end(self, config, **kwargs: Any) -> None:
-            try:
-                print(write_report(Path(config.hydra.sweep.dir)))
-            except Exception as e:  # a report must never turn a finished sweep into a failed one
-                log.warning("could not write the sweep report: %s", e)
-except ImportError:  # pragma: no cover
-    pass
 
 
 def main(argv: Optional[list[str]] = None) -> None:

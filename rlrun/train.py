@@ -269,7 +269,7 @@ class Trainer:
                     next_idx = frames.advance(next_obs, real_next_obs, terminated | truncated)
                     ready = nstep.step(obs_idx, actions, rewards, next_idx, terminated, truncated)
                 if ready is not None:
-                    buffer.add(*map(torch.from_numpy, ready))
+                    buffer.add(*ready)
                 obs = next_obs
                 step += num_envs
                 iteration += 1

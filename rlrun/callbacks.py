@@ -1,0 +1,23 @@
+"""Hydra callbacks. Kept apart from rlrun.report so that every job does not import pandas and scipy."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+
+log = logging.getLogger(__name__)
+
+
+class ReportCallback(Callback):
+    """Writes and prints the sweep report (rlrun.report) when a multirun ends."""
+
+    def on_multirun_end(self, config, **kwargs: Any) -> None:
+        try:
+            from rlrun.report import write_report
+
+            print(write_report(Path(config.hydra.sweep.dir)))
+        except Exception as e:  # a report must never turn a finished sweep into a failed one
+            log.warning("could not write the sweep report: %s", e)
