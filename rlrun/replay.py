@@ -61,15 +61,16 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return self.size
 
-    def add(self, obs, actions, rewards, next_obs, discounts) -> torch.Tensor:
-        """Store a batch of B transitions (numpy arrays or tensors with a leading batch axis); returns
-        their slots."""
+    def add(self, obs, actions, rewards, next_obs, discounts) -> list[tuple[int, int]]:
+        """Store a batch of B transitions (numpy arrays or tensors with a leading batch axis); returns the
+        [start, end) slot ranges written (two when the ring wraps)."""
         n = actions.shape[0]
         start = self.pos
         if start + n > self.capacity:  # wraps around: store in two contiguous pieces
             k = self.capacity - start
-            first = self.add(obs[:k], actions[:k], rewards[:k], next_obs[:k], discounts[:k])
-            return torch.cat([first, self.add(obs[k:], actions[k:], rewards[k:], next_obs[k:], discounts[k:])])
+            store = ReplayBuffer.add  # the storage itself, not a subclass's bookkeeping
+            return (store(self, obs[:k], actions[:k], rewards[:k], next_obs[:k], discounts[:k])
+                    + store(self, obs[k:], actions[k:], rewards[k:], next_obs[k:], discounts[k:]))
         # Contiguous slices: plain copies, cheaper than scattering through an index tensor.
         end = start + n
         values = {"obs": obs, "next_obs": next_obs, "actions": actions, "rewards": rewards,
@@ -83,7 +84,7 @@ class ReplayBuffer:
         self.pos = end % self.capacity
         self.size = min(self.size + n, self.capacity)
         self.num_added += n
-        return torch.arange(start, end, device=self.device)
+        return [(start, end)]
 
     def _sample_indices(self, batch_size: int, beta: float):
         idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=self.generator)
@@ -189,12 +190,13 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         duration = self.beta_anneal_steps if self.beta_anneal_steps is not None else total_steps
         return min(1.0, self.beta_start + (1.0 - self.beta_start) * step / max(1, duration))
 
-    def add(self, obs, actions, rewards, next_obs, discounts) -> torch.Tensor:
-        idx = super().add(obs, actions, rewards, next_obs, discounts)
+    def add(self, obs, actions, rewards, next_obs, discounts) -> list[tuple[int, int]]:
+        ranges = super().add(obs, actions, rewards, next_obs, discounts)
+        idx = torch.cat([torch.arange(a, b, device=self.device) for a, b in ranges])
         # New transitions get the max priority as of now; writing them into the tree is deferred to the
         # next read, so the tree walk is paid once per update phase instead of once per env step.
         self._pending.append((idx, self.max_priority.expand(idx.shape[0])))
-        return idx
+        return ranges
 
     def _flush(self) -> None:
         if self._pending:

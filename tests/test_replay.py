@@ -101,3 +101,12 @@ def test_per_stats_effective_sample_size():
     assert buf.stats()["ess_fraction"].item() == pytest.approx(1.0)
     buf.update_priorities(torch.tensor([0]), torch.tensor([1e6]))
     assert buf.stats()["ess_fraction"].item() == pytest.approx(0.25, rel=1e-3)
+
+
+def test_per_wrapping_add_gives_every_new_slot_the_max_priority():
+    buf = PrioritizedReplayBuffer(4, (1,), alpha=1.0, priority_eps=0.0)
+    fill(buf, 3)
+    buf.update_priorities(torch.arange(3), torch.tensor([2.0, 1.0, 1.0]))
+    fill(buf, 3)  # slots 3, 0, 1: wraps
+    assert buf.priorities(torch.arange(4)).tolist() == [2.0, 2.0, 1.0, 2.0]
+    assert buf.tree.total.item() == 7.0
