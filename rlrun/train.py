@@ -422,8 +422,33 @@ def record_failure(out_dir: Path, error: BaseException) -> None:
 EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_PREEMPTED = 2, 3, 4, 75  # 75 = EX_TEMPFAIL: try again (resume)
 
 
+def unwritable_output(argv: list[str]) -> Optional[str]:
+    """Why the output directory cannot be created, found before Hydra tries (and fails with a traceback).
+    Creates `hydra.run.dir` / `hydra.sweep.dir` when given literally, else ./outputs, as Hydra would."""
+    targets = [a.split("=", 1)[1] for a in argv if a.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
+    for target in targets or ["outputs"]:
+        if "${" in target:  # resolved by Hydra later
+            continue
+        try:
+            Path(target).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            return f"{target}: {e.strerror or e}"
+    return None
+
+
+def main() -> None:
+    """Entry point: a pre-flight check of the output directory, then the Hydra app."""
+    args = sys.argv[1:]
+    problem = None if {"--help", "-h", "--cfg", "-c", "--info"} & set(args) else unwritable_output(args)
+    if problem is not None:
+        print(f"rlrun: cannot create the output directory ({problem}); choose another with "
+              "hydra.run.dir=... (or hydra.sweep.dir=... for -m)", file=sys.stderr)
+        sys.exit(EXIT_OS)
+    hydra_main()
+
+
 @hydra.main(version_base="1.3", config_path="pkg://rlrun.conf", config_name="config")
-def main(cfg: DictConfig) -> Optional[float]:
+def hydra_main(cfg: DictConfig) -> Optional[float]:
     """Returns the objective that sweepers (Optuna) optimise: the final 100-episode mean training return."""
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)

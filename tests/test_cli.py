@@ -107,3 +107,10 @@ def test_doctor_reports_versions():
     for name in ("torch", "gymnasium", "hydra-core", "tensorboard", "gpus"):
         assert name in proc.stdout
     assert torch.__version__ in proc.stdout
+
+
+@pytest.mark.parametrize("run_dir", ["/proc/rlrun_cannot_be_here", "/etc/hostname/sub"])
+def test_unwritable_output_dir_is_one_clear_message(run_dir):
+    proc = run_train(f"hydra.run.dir={run_dir}", "total_steps=10")
+    assert proc.returncode == 4
+    assert "cannot create the output directory" in proc.stderr and "Traceback" not in proc.stderr
