@@ -112,7 +112,7 @@ class SGDConfig:
 @dataclass
 class DeviceConfig:
     type: str = "auto"  # auto | cpu | cuda
-    # torch intra-op threads; null leaves torch's default (all cores). 1 is fastest for small nets.
+    # torch intra-op threads; null leaves torch's default (one per core). See rlrun/device.py.
     threads: Optional[int] = 1
     amp: str = "none"  # none | bf16 (autocast) | fp16 (autocast + GradScaler)
     compile: bool = False  # torch.compile the loss computation (forward, target, loss; backward via AOT)

@@ -19,7 +19,8 @@ def resolve_device(kind: str) -> torch.device:
 
 
 def set_threads(threads: Optional[int]) -> None:
-    """Small networks run fastest on one thread; torch's default (one per core) oversubscribes
-    parallel sweep jobs. null keeps torch's default."""
+    """One thread per job: as fast as torch's default for these small networks on this 2-core machine
+    (scripts/bench_threads.py), and parallel sweep jobs do not oversubscribe the cores. null keeps
+    torch's default (one thread per core)."""
     if threads is not None:
         torch.set_num_threads(threads)
