@@ -18,6 +18,7 @@ def test_every_env_option_trains_a_tiny_budget(tmp_path, compose, option):
     extra = []
     if option == "lunarlander":
         pytest.importorskip("Box2D")
+        pytest.importorskip("pygame")
     if option == "atari":
         pytest.importorskip("ale_py")
         pytest.importorskip("cv2")
