@@ -11,6 +11,7 @@ import logging
 import random
 import signal
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -248,7 +249,9 @@ class Trainer:
         step, iteration, obs, beta = self.step, self.iteration, self.obs, 1.0
         last_log_time, last_log_step = time.perf_counter(), step
         status = "finished"
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        # Signal handlers can only be installed from the main thread (not, e.g., in threaded sweep trials).
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
         try:
             while step < total_steps:
                 # Uniform-random play until learning starts (noisy nets included), then the schedule.
