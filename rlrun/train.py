@@ -237,6 +237,7 @@ class Trainer:
         if cfg.network.noisy:  # noisy nets explore through their weights: epsilon-greedy is off
             eps_start = eps_end = 0.0
         log_interval, eval_interval, ckpt_every = cfg.log.interval, cfg.eval.interval, cfg.checkpoint.every
+        stop_on_solve = cfg.stop_on_solve
         prioritized = isinstance(buffer, PrioritizedReplayBuffer)
         lr0, lr_end_factor = cfg.optimizer.lr, a.lr_end_factor
         n_actions = envs.single_action_space.n
@@ -316,14 +317,16 @@ class Trainer:
                               "charts/learning_rate": learner.optimizer.param_groups[0]["lr"],
                               "replay/size": len(buffer), "charts/updates": learner.updates,
                               "charts/skipped_updates": learner.skipped}
-                    if self.window:  # the one host-device sync of the window
-                        for k, vals in self.window.items():
-                            values[names[k]] = torch.stack(vals).mean().item()
-                        idx = torch.cat(self.sampled)
-                        values["replay/unique_fraction"] = idx.unique().numel() / idx.numel()
+                    if self.window:
+                        on_device = {names[k]: torch.stack(vals).float().mean() for k, vals in self.window.items()}
+                        idx = torch.cat(self.sampled).sort().values
+                        distinct = (idx[1:] != idx[:-1]).sum() + 1  # a tensor: no sync, unlike unique().numel()
+                        on_device["replay/unique_fraction"] = distinct.float() / idx.numel()
                         if prioritized:
                             values["per/beta"] = beta
-                            values.update({f"per/{k}": v.item() for k, v in buffer.stats().items()})
+                            on_device.update({f"per/{k}": v.float() for k, v in buffer.stats().items()})
+                        # The one host-device sync of the window.
+                        values.update(zip(on_device, torch.stack(list(on_device.values())).tolist()))
                         self.window, self.sampled = {}, []
                     if frames is not None:
                         frames.check(buffer)
@@ -344,7 +347,7 @@ class Trainer:
                 if self.signal is not None:
                     self.save_checkpoint()
                     raise Preempted(signal.Signals(self.signal).name)
-                if solved and cfg.stop_on_solve:
+                if solved and stop_on_solve:
                     status = "solved"
                     break
         finally:
