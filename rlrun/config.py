@@ -178,6 +178,8 @@ class RunConfig:
     resume: Optional[str] = None  # a run directory to continue
     exp_name: str = "dqn"
     seed: int = 0
+    # Agents trained together in this process (rlrun.batched): seeds seed, seed+1, ..., seed+seeds-1.
+    seeds: int = 1
     total_steps: int = 100_000
     stop_on_solve: bool = False
 

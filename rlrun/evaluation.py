@@ -25,3 +25,24 @@ def evaluate(q_net: nn.Module, envs, seed: int, device: torch.device) -> np.ndar
                 returns[i] = ret
     q_net.train(was_training)
     return returns
+
+
+@torch.no_grad()
+def evaluate_stacked(q_net: nn.Module, envs, seeds: list[int], device: torch.device) -> np.ndarray:
+    """`evaluate` for K stacked agents: `envs` holds K x E sub-envs, agent k's E envs seeded from
+    seeds[k] exactly as `evaluate` seeds a single agent's. Returns (K, E) returns."""
+    agents = len(seeds)
+    per_agent = envs.num_envs // agents
+    returns = np.full(envs.num_envs, np.nan)
+    was_training = q_net.training
+    q_net.eval()
+    obs, _ = envs.reset(seed=[s + j for s in seeds for j in range(per_agent)])
+    while np.isnan(returns).any():
+        obs_t = torch.as_tensor(obs, device=device)
+        actions = q_net(obs_t.view(agents, per_agent, *obs_t.shape[1:])).argmax(dim=-1).flatten().cpu().numpy()
+        obs, _, _, _, infos = envs.step(actions)
+        for i, ret, _ in finished_episodes(infos):
+            if np.isnan(returns[i]):
+                returns[i] = ret
+    q_net.train(was_training)
+    return returns.reshape(agents, per_agent)

@@ -13,6 +13,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlrun.replay import Batch
+from rlrun.stacked import clip_grad_norm_per_agent
 
 LOSSES = {"huber": F.smooth_l1_loss, "mse": F.mse_loss, "cross_entropy": None}
 
@@ -54,6 +55,10 @@ class DQNLearner:
         self.updates = 0
         self.skipped = 0
         self.on_nonfinite = on_nonfinite  # stop | skip | off (off: no check, no per-update sync)
+        # K stacked agents (rlrun.stacked): losses, gradient norms and metrics are per agent, shape (K,).
+        self.agents = getattr(online, "agents", None)
+        if self.agents is not None and on_nonfinite == "skip":
+            raise ValueError("on_nonfinite='skip' would skip the update of every stacked agent: use stop or off")
         self._online_params = list(online.parameters())
         self._target_params = list(self.target.parameters())
         self._setup_acceleration(amp, compile, compile_mode)
@@ -62,15 +67,15 @@ class DQNLearner:
                               if name in persistent]
 
     def _next_actions(self, next_obs: torch.Tensor, next_q_target: torch.Tensor) -> torch.Tensor:
-        """a* = argmax of the online net (Double DQN) or of the target net, as a (B, 1) index."""
+        """a* = argmax of the online net (Double DQN) or of the target net, as a (..., B, 1) index."""
         q = self.online(next_obs) if self.double else next_q_target
-        return q.argmax(dim=1, keepdim=True)
+        return q.argmax(dim=-1, keepdim=True)
 
     @torch.no_grad()
     def td_target(self, batch: Batch) -> torch.Tensor:
         """r + discount * Q_target(s', a*)."""
         next_q = self.target(batch.next_obs)
-        next_v = next_q.gather(1, self._next_actions(batch.next_obs, next_q)).squeeze(1)
+        next_v = next_q.gather(-1, self._next_actions(batch.next_obs, next_q)).squeeze(-1)
         return batch.rewards + batch.discounts * next_v
 
     @torch.no_grad()
@@ -108,7 +113,7 @@ class DQNLearner:
             elementwise = -(self.projected_target(batch) * log_p).sum(dim=1)  # cross-entropy
             q = (log_p.detach().exp() * self.online.support).sum(dim=1)
             return elementwise, q, elementwise.detach()
-        q = self.online(batch.obs).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
+        q = self.online(batch.obs).gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)
         target = self.td_target(batch)
         return self.loss_fn(q, target, reduction="none"), q, (target - q.detach()).abs()
 
@@ -154,7 +159,11 @@ class DQNLearner:
         with self._autocast():
             elementwise, q, priority = self._compute_loss(batch)
             elementwise = elementwise.float()
-            loss = (elementwise * batch.weights).mean() if batch.weights is not None else elementwise.mean()
+            weighted = elementwise * batch.weights if batch.weights is not None else elementwise
+            # With stacked agents (K, B): each agent's mean loss, summed, so agent k's gradient is exactly
+            # that of its own mean loss. A single agent's (B,) gives the plain mean.
+            agent_loss = weighted.mean(dim=-1)
+            loss = agent_loss.sum()
 
         self.optimizer.zero_grad(set_to_none=True)
         scaler = self._scaler
@@ -163,12 +172,15 @@ class DQNLearner:
             scaler.unscale_(self.optimizer)
         else:
             loss.backward()
-        grad_norm = nn.utils.clip_grad_norm_(self._online_params, self.max_grad_norm)
+        if self.agents is None:
+            grad_norm = nn.utils.clip_grad_norm_(self._online_params, self.max_grad_norm)
+        else:
+            grad_norm = clip_grad_norm_per_agent(self._online_params, self.max_grad_norm)
         q, priority = q.float(), priority.float()
         if self.on_nonfinite != "off":  # checked before the step, so the parameters are still good
             # With fp16, an overflowing gradient is the GradScaler's business (it skips and rescales).
-            values = torch.stack([loss.detach(), q.detach().mean()] + ([] if scaler else [grad_norm]))
-            finite = torch.isfinite(values)
+            values = torch.stack([agent_loss.detach(), q.detach().mean(dim=-1)] + ([] if scaler else [grad_norm]))
+            finite = torch.isfinite(values).reshape(len(values), -1).all(dim=1)
             if not finite.all():  # a host-device sync per update; algo.on_nonfinite=off removes it
                 bad = [n for n, ok in zip(("td_loss", "q_mean", "grad_norm"), finite.tolist()) if not ok]
                 if self.on_nonfinite == "skip":
@@ -187,9 +199,9 @@ class DQNLearner:
             self.sync_target()
         q = q.detach()
         return {
-            "td_loss": loss.detach(),
-            "q_mean": q.mean(),
-            "q_var": q.var(unbiased=False),
+            "td_loss": agent_loss.detach(),
+            "q_mean": q.mean(dim=-1),
+            "q_var": q.var(dim=-1, unbiased=False),
             "grad_norm": grad_norm,
             "priority": priority,
         }

@@ -42,10 +42,12 @@ def flat_hparams(cfg: DictConfig) -> dict[str, Any]:
 
 class RunLogger:
     def __init__(self, out_dir: Path, cfg: DictConfig, total_steps: int, reward_threshold: Optional[float],
-                 progress_bar: Optional[bool] = None, window: int = 100, resume_step: Optional[int] = None):
+                 progress_bar: Optional[bool] = None, window: int = 100, resume_step: Optional[int] = None,
+                 label: str = ""):
         """With `resume_step`, continue the run's files: TensorBoard purges what a dead process wrote
         after that step, and episodes.csv drops its rows past it."""
         self.out_dir = Path(out_dir)
+        self.label = label  # prefixes this run's log lines (an agent of a batched run: "seed=3: ")
         episodes_path = self.out_dir / "episodes.csv"
         if resume_step is None:
             self.writer = SummaryWriter(str(self.out_dir))
@@ -112,7 +114,7 @@ class RunLogger:
         if (self.solved is None and self.reward_threshold is not None
                 and len(self.window) == self.window.maxlen and mean >= self.reward_threshold):
             self.solved = {"step": step, "episode": self.episode}
-            message = f"solved at step {step}, episode {self.episode} (100-episode mean {mean:.1f} >= {self.reward_threshold})"
+            message = f"{self.label}solved at step {step}, episode {self.episode} (100-episode mean {mean:.1f} >= {self.reward_threshold})"
             self.writer.add_text("solved", message, step)
             self.writer.add_scalar("hparams/solved_step", step, step)
             log.info(message)

@@ -26,6 +26,7 @@ class NStepAccumulator:
         self.powers = gamma ** np.arange(n + 1)
         self._envs = np.arange(num_envs)
         self._offsets = np.arange(n)
+        self.last_envs = self._envs  # env index of each transition the last `step` returned, ascending
 
     def step(self, obs, actions, rewards, next_obs, terminated, truncated):
         """Add one vector step; returns the transitions it completes as numpy arrays
@@ -33,6 +34,7 @@ class NStepAccumulator:
         n, envs = self.n, self._envs
         if n == 1:  # one-step TD: every step is its own transition, nothing to keep
             discounts = np.where(terminated, np.float32(0.0), np.float32(self.gamma))
+            self.last_envs = envs
             return obs, actions, rewards.astype(np.float32), next_obs, discounts
         slot = (self.start + self.count) % n
         self.obs[envs, slot] = obs
@@ -52,12 +54,13 @@ class NStepAccumulator:
                    next_obs[full], np.full(full.size, self.powers[n], dtype=np.float32))
             self.start[full] = (first + 1) % n
             self.count[full] -= 1
+            self.last_envs = full
             return out
         return self._step_with_episode_ends(next_obs, terminated, done)
 
     def _step_with_episode_ends(self, next_obs, terminated, done):
         n = self.n
-        out_obs, out_act, out_ret, out_next, out_disc = [], [], [], [], []
+        out_obs, out_act, out_ret, out_next, out_disc, out_env = [], [], [], [], [], []
         for i in range(self.num_envs):
             k, first = int(self.count[i]), int(self.start[i])
             order = (first + self._offsets[:k]) % n
@@ -71,12 +74,14 @@ class NStepAccumulator:
                 out_ret.append(rewards[j:] @ self.powers[:steps])
                 out_next.append(next_obs[i])
                 out_disc.append(0.0 if (done[i] and terminated[i]) else self.powers[steps])
+                out_env.append(i)
             if done[i]:
                 self.start[i], self.count[i] = 0, 0
             elif k == n:
                 self.start[i], self.count[i] = (first + 1) % n, k - 1
         if not out_obs:
             return None
+        self.last_envs = np.array(out_env, dtype=np.int64)
         return (np.stack(out_obs), np.array(out_act, dtype=np.int64), np.array(out_ret, dtype=np.float32),
                 np.stack(out_next), np.array(out_disc, dtype=np.float32))
 

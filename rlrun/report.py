@@ -35,8 +35,11 @@ def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def run_dirs(root: Path) -> list[Path]:
-    """Every job directory under `root` (a directory holding `.hydra/config.yaml`)."""
-    return sorted(p.parent.parent for p in Path(root).rglob(".hydra/config.yaml"))
+    """Every run under `root`: a directory holding `.hydra/config.yaml`. A batched run (`seeds=K`) counts
+    as its K agents (its `seed=*` subdirectories), exactly like K single-seed jobs."""
+    dirs = sorted(p.parent.parent for p in Path(root).rglob(".hydra/config.yaml"))
+    inside = {parent for d in dirs for parent in d.parents}
+    return [d for d in dirs if d not in inside]
 
 
 def load_run(run_dir: Path) -> dict[str, Any]:

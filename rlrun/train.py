@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt
@@ -39,11 +39,16 @@ from rlrun.learner import DQNLearner, NonFiniteError
 from rlrun.nstep import NStepAccumulator
 from rlrun.logger import RunLogger
 from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer
+from rlrun.stacked import StackedQNetwork
+from rlrun.stacked_replay import StackedPrioritizedReplayBuffer, StackedReplayBuffer
 from rlrun.validate import ConfigError, validate
 
 log = logging.getLogger(__name__)
 register_configs()
 OmegaConf.register_new_resolver("rlrun_slug", lambda s: str(s).replace("/", "-"), replace=True)
+# Run-dir part naming the seeds: seed3, or seeds3-10 for a batched run of 8.
+OmegaConf.register_new_resolver("rlrun_seeds", lambda seed, seeds: f"seed{seed}" if int(seeds) == 1
+                                else f"seeds{seed}-{int(seed) + int(seeds) - 1}", replace=True)
 # A resumed run continues in its own directory and keeps its original .hydra/ untouched.
 OmegaConf.register_new_resolver("rlrun_if_resume", lambda resume, yes, no: no if resume is None else yes,
                                 replace=True)
@@ -53,6 +58,9 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+STACKED_BUFFERS = {ReplayBuffer: StackedReplayBuffer, PrioritizedReplayBuffer: StackedPrioritizedReplayBuffer}
 
 
 def check_env(env_id: str) -> gym.envs.registration.EnvSpec:
@@ -83,16 +91,24 @@ class Parts:
 
 
 def build(cfg: DictConfig) -> Parts:
-    """Turn the validated config into objects. The only place that reads config groups."""
+    """Turn the validated config into objects. The only place that reads config groups.
+
+    With `seeds=K > 1` the same parts are built for K agents (rlrun.batched): one vector env of
+    K x num_envs sub-envs, K networks each initialised as its single-seed run would be, stacked into one
+    `StackedQNetwork`, one optimizer over the stacked parameters, and stacked replay with one sampling
+    generator per agent.
+    """
     spec = check_env(cfg.env.id)
     device = resolve_device(cfg.device.type)
     set_threads(cfg.device.threads)
     seed_everything(cfg.seed)
+    agents = cfg.seeds
+    seeds = [cfg.seed + k for k in range(agents)]
 
     e = cfg.env
     atari = None if e.atari is None else OmegaConf.to_container(e.atari)
     try:
-        envs = make_vector_env(e.id, e.num_envs, e.vectorization, e.max_episode_steps, gamma=cfg.algo.gamma,
+        envs = make_vector_env(e.id, e.num_envs * agents, e.vectorization, e.max_episode_steps, gamma=cfg.algo.gamma,
                                reward_scale=e.reward_scale, normalize_reward=e.normalize_reward,
                                clip_reward=e.clip_reward, action_bins=e.action_bins, frame_stack=e.frame_stack,
                                atari=atari)
@@ -109,13 +125,17 @@ def build(cfg: DictConfig) -> Parts:
                           "a continuous one)")
     eval_envs = None
     if cfg.eval.interval > 0:
-        eval_envs = make_vector_env(e.id, cfg.eval.episodes, "sync", e.max_episode_steps, action_bins=e.action_bins,
+        eval_envs = make_vector_env(e.id, cfg.eval.episodes * agents, "sync", e.max_episode_steps, action_bins=e.action_bins,
                                     frame_stack=e.frame_stack, atari=atari, train=False)
 
     obs_shape = envs.single_observation_space.shape
     n_actions = int(envs.single_action_space.n)
-    network = instantiate(cfg.network, obs_dim=int(np.prod(obs_shape)), n_actions=n_actions,
-                          obs_shape=list(obs_shape)).to(device)
+    nets = []
+    for seed in seeds:  # each agent's initialisation is that of its own single-seed run
+        seed_everything(seed)
+        nets.append(instantiate(cfg.network, obs_dim=int(np.prod(obs_shape)), n_actions=n_actions,
+                                obs_shape=list(obs_shape)).to(device))
+    network = nets[0] if agents == 1 else StackedQNetwork.from_networks(nets)
     optimizer = instantiate(cfg.optimizer)(network.parameters())
     a = cfg.algo
     d = cfg.device
@@ -128,8 +148,10 @@ def build(cfg: DictConfig) -> Parts:
     learner = DQNLearner(network, optimizer, double=a.double, loss=a.loss, max_grad_norm=a.max_grad_norm,
                          tau=a.tau, target_update_period=a.target_update_period, on_nonfinite=a.on_nonfinite,
                          amp=d.amp, compile=compile_, compile_mode=compile_mode)
-    generator = torch.Generator(device=device)
-    generator.manual_seed(cfg.seed)
+    generators = [torch.Generator(device=device) for _ in seeds]
+    for generator, seed in zip(generators, seeds):
+        generator.manual_seed(seed)
+    generator = generators[0]
     frames = None
     if e.frame_stack:  # replay stores frame-index stacks; the frames themselves live once in `frames`
         capacity = cfg.buffer.capacity
@@ -139,8 +161,12 @@ def build(cfg: DictConfig) -> Parts:
                             e.frame_stack, e.num_envs, device)
         buffer = instantiate(cfg.buffer, obs_shape=(e.frame_stack,), obs_dtype=torch.int64, device=device,
                              generator=generator)
-    else:
+    elif agents == 1:
         buffer = instantiate(cfg.buffer, obs_shape=obs_shape, device=device, generator=generator)
+    else:
+        kwargs = OmegaConf.to_container(cfg.buffer)
+        stacked_cls = STACKED_BUFFERS[get_class(kwargs.pop("_target_"))]
+        buffer = stacked_cls(agents, obs_shape=obs_shape, device=device, generators=generators, **kwargs)
     threshold = cfg.env.reward_threshold if cfg.env.reward_threshold is not None else spec.reward_threshold
     return Parts(envs, eval_envs, learner, buffer, device, threshold, frames)
 
@@ -371,7 +397,12 @@ def train(cfg: DictConfig, out_dir: Path, resume: Optional[dict] = None) -> dict
     """Train one DQN agent as `cfg` says, writing everything under `out_dir`; with `resume` (a loaded
     checkpoint), continue that run. Returns the run summary."""
     validate(cfg)
-    trainer = Trainer(cfg, out_dir, build(cfg), resume)
+    if cfg.seeds > 1:
+        from rlrun.batched import BatchedTrainer
+
+        trainer: Any = BatchedTrainer(cfg, out_dir, build(cfg), resume)
+    else:
+        trainer = Trainer(cfg, out_dir, build(cfg), resume)
     try:
         return trainer.run()
     finally:

@@ -132,3 +132,26 @@ def validate(cfg: DictConfig) -> None:
     _positive(cfg, "log.interval")
     _positive(cfg, "total_steps")
     _in_range(cfg, "seed", 0, 2**32 - 1)
+    _positive(cfg, "seeds")
+    if cfg.seeds > 1:
+        _validate_batched(cfg)
+
+
+# What many-seeds-in-one-process (rlrun.batched) does not do yet, refused before anything is built.
+BATCHED_UNSUPPORTED = [
+    ("network.encoder", lambda c: c.network.encoder == "mlp", "mlp when seeds > 1 (pixels are single-seed only)"),
+    ("env.frame_stack", lambda c: c.env.frame_stack == 0, "0 when seeds > 1"),
+    ("network.noisy", lambda c: not c.network.noisy, "false when seeds > 1 (noisy nets are single-seed only)"),
+    ("network.num_atoms", lambda c: c.network.num_atoms == 1, "1 when seeds > 1 (C51 is single-seed only)"),
+    ("env.normalize_reward", lambda c: not c.env.normalize_reward,
+     "false when seeds > 1 (its running statistics would be shared by all agents)"),
+    ("algo.on_nonfinite", lambda c: c.algo.on_nonfinite != "skip",
+     "stop or off when seeds > 1 (skipping would skip every agent's update)"),
+    ("device.amp", lambda c: c.device.amp != "fp16",
+     "none or bf16 when seeds > 1 (fp16's loss scaler would skip every agent's step together)"),
+]
+
+
+def _validate_batched(cfg: DictConfig) -> None:
+    for key, ok, allowed in BATCHED_UNSUPPORTED:
+        _check(ok(cfg), key, cfg_get(cfg, key), allowed)
