@@ -30,7 +30,7 @@ USAGE = "usage: python -m rlrun.evaluate <run dir or checkpoint.pt> [episodes=10
 
 
 def parse(argv: list[str]) -> tuple[Path, dict[str, Any]]:
-    if not argv or argv[0] in ("-h", "--help") or "=" in argv[0]:
+    if not argv or argv[0] in ("-h", "--help") or ("=" in argv[0] and not Path(argv[0]).exists()):
         raise SystemExit(USAGE)
     opts: dict[str, Any] = {"episodes": 10, "seed": 0, "video": False, "device": "auto"}
     for arg in argv[1:]:
@@ -53,6 +53,10 @@ def parse(argv: list[str]) -> tuple[Path, dict[str, Any]]:
 
 def load_policy(path: Path, device: torch.device):
     """(config, network, directory) from a checkpoint file or a run directory."""
+    agents = sorted(path.glob("seed=*/model.pt")) if path.is_dir() else []
+    if agents:  # a batched run (seeds=K): each agent is evaluated on its own, like a single-seed run
+        raise SystemExit(f"rlrun.evaluate: {path} is a batched run of {len(agents)} agents; evaluate one of them: "
+                         + ", ".join(str(a.parent) for a in agents))
     if path.is_file():
         state = torch.load(path, map_location=device, weights_only=True)
         return OmegaConf.create(state["config"]), state["learner"]["online"], path.parent

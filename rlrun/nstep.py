@@ -42,48 +42,55 @@ class NStepAccumulator:
         self.rewards[envs, slot] = rewards
         self.count += 1
         done = np.logical_or(terminated, truncated)
-        if not done.any():
-            full = np.flatnonzero(self.count == n)
-            if full.size == 0:
-                return None
-            # One n-step transition from the oldest pending step of each full window, then slide it.
-            first = self.start[full]
-            order = (first[:, None] + self._offsets) % n
-            returns = self.rewards[full[:, None], order] @ self.powers[:n]
-            out = (self.obs[full, first], self.actions[full, first], returns.astype(np.float32),
-                   next_obs[full], np.full(full.size, self.powers[n], dtype=np.float32))
-            self.start[full] = (first + 1) % n
-            self.count[full] -= 1
-            self.last_envs = full
-            return out
-        return self._step_with_episode_ends(next_obs, terminated, done)
+        full = np.flatnonzero(self.count == n) if not done.any() else np.flatnonzero((self.count == n) & ~done)
+        pieces = []
+        if full.size:
+            pieces.append(self._emit_oldest(full, next_obs))
+        if done.any():
+            pieces.append(self._flush(np.flatnonzero(done), next_obs, terminated))
+        if not pieces:
+            return None
+        if len(pieces) == 1:
+            *out, self.last_envs = pieces[0]
+            return tuple(out)
+        # Both kinds on one step: merge in env order (a flushed env's transitions stay in their order).
+        merged = [np.concatenate(parts) for parts in zip(*pieces)]
+        order = np.argsort(merged[-1], kind="stable")
+        *out, self.last_envs = (m[order] for m in merged)
+        return tuple(out)
 
-    def _step_with_episode_ends(self, next_obs, terminated, done):
+    def _emit_oldest(self, full, next_obs):
+        """One n-step transition from the oldest pending step of each full window, then slide it."""
+        n = self.n
+        first = self.start[full]
+        order = (first[:, None] + self._offsets) % n
+        returns = self.rewards[full[:, None], order] @ self.powers[:n]
+        out = (self.obs[full, first], self.actions[full, first], returns.astype(np.float32),
+               next_obs[full], np.full(full.size, self.powers[n], dtype=np.float32), full)
+        self.start[full] = (first + 1) % n
+        self.count[full] -= 1
+        return out
+
+    def _flush(self, ended, next_obs, terminated):
+        """Every pending step of each env whose episode just ended, with R summed up to the end and
+        discount 0 (terminated) or gamma^(steps taken) (truncated)."""
         n = self.n
         out_obs, out_act, out_ret, out_next, out_disc, out_env = [], [], [], [], [], []
-        for i in range(self.num_envs):
+        for i in ended:
             k, first = int(self.count[i]), int(self.start[i])
             order = (first + self._offsets[:k]) % n
             rewards = self.rewards[i, order]
-            # A running env emits its oldest step once its window is full; a finished one flushes all.
-            starts = range(k) if done[i] else (range(1) if k == n else range(0))
-            for j in starts:
+            for j in range(k):
                 steps = k - j
                 out_obs.append(self.obs[i, order[j]])
                 out_act.append(self.actions[i, order[j]])
                 out_ret.append(rewards[j:] @ self.powers[:steps])
                 out_next.append(next_obs[i])
-                out_disc.append(0.0 if (done[i] and terminated[i]) else self.powers[steps])
+                out_disc.append(0.0 if terminated[i] else self.powers[steps])
                 out_env.append(i)
-            if done[i]:
-                self.start[i], self.count[i] = 0, 0
-            elif k == n:
-                self.start[i], self.count[i] = (first + 1) % n, k - 1
-        if not out_obs:
-            return None
-        self.last_envs = np.array(out_env, dtype=np.int64)
+            self.start[i], self.count[i] = 0, 0
         return (np.stack(out_obs), np.array(out_act, dtype=np.int64), np.array(out_ret, dtype=np.float32),
-                np.stack(out_next), np.array(out_disc, dtype=np.float32))
+                np.stack(out_next), np.array(out_disc, dtype=np.float32), np.array(out_env, dtype=np.int64))
 
     def state_dict(self) -> dict:
         return {"obs": self.obs.copy(), "actions": self.actions.copy(), "rewards": self.rewards.copy(),
