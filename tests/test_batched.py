@@ -17,6 +17,7 @@ import pytest
 import torch
 from torch import nn
 
+from rlrun.evaluate import main as evaluate_main
 from rlrun.learner import DQNLearner
 from rlrun.networks import QNetwork
 from rlrun.replay import Batch, PrioritizedReplayBuffer, ReplayBuffer
@@ -171,6 +172,8 @@ def test_each_agent_of_a_batched_run_is_its_single_seed_run(tmp_path, variant):
         assert a_model.keys() == s_model.keys()
         for name in s_model:
             assert torch.allclose(a_model[name], s_model[name], atol=1e-4), name
+        # rlrun.evaluate takes an agent's dir like a single run's dir, and plays the same episodes.
+        assert evaluate_main([str(agent), "episodes=3"])["returns"] == evaluate_main([str(single), "episodes=3"])["returns"]
     top = json.loads((batched / "summary.json").read_text())
     assert top["seeds"] == [5, 6] and set(top["agents"]) == {"5", "6"}
 
