@@ -176,7 +176,10 @@ class BatchedTrainer:
         a, x = cfg.algo, cfg.exploration
         num_envs, total_steps = cfg.env.num_envs, cfg.total_steps
         batch_size, learning_starts, gradient_steps = a.batch_size, a.learning_starts, a.gradient_steps
+        # Keep the update ratio of train_freq env steps per gradient_steps updates with many vector envs:
+        # an update phase every `update_every` iterations, `phase_updates` gradient steps in each.
         update_every = max(1, a.train_freq // num_envs)
+        phase_updates = gradient_steps * max(1, round(num_envs / a.train_freq))
         epsilon_at = schedules.SCHEDULES[x.schedule]
         eps_start, eps_end, eps_duration = x.start, x.end, x.duration
         log_interval, eval_interval, ckpt_every = cfg.log.interval, cfg.eval.interval, cfg.checkpoint.every
@@ -229,7 +232,7 @@ class BatchedTrainer:
                             group["lr"] = lr0 * schedules.linear(1.0, lr_end_factor, total_steps, step)
                     if prioritized:
                         beta = buffer.beta(step, total_steps)
-                    for _ in range(gradient_steps):
+                    for _ in range(phase_updates):
                         batch = buffer.sample(batch_size, beta)
                         try:
                             metrics = learner.update(batch)

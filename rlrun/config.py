@@ -125,8 +125,10 @@ class AlgoConfig:
     gamma: float = 0.99
     batch_size: int = 128
     learning_starts: int = 1_000  # env steps of random play before the first update
-    train_freq: int = 4  # env steps (summed over vector envs) between update phases
-    gradient_steps: int = 1  # gradient steps per update phase
+    # gradient_steps updates per train_freq env steps (summed over vector envs); with num_envs > train_freq,
+    # a phase after every vector step with gradient_steps * round(num_envs / train_freq) updates.
+    train_freq: int = 4
+    gradient_steps: int = 1
     target_update_period: int = 1  # gradient steps between target updates
     tau: float = 0.05  # 1.0 = hard copy; < 1 = Polyak averaging
     double: bool = True

@@ -257,7 +257,10 @@ class Trainer:
         a, x = cfg.algo, cfg.exploration
         num_envs, total_steps = cfg.env.num_envs, cfg.total_steps
         batch_size, learning_starts, gradient_steps = a.batch_size, a.learning_starts, a.gradient_steps
-        update_every = max(1, a.train_freq // num_envs)  # iterations between update phases
+        # Keep the update ratio of train_freq env steps per gradient_steps updates with many vector envs:
+        # an update phase every `update_every` iterations, `phase_updates` gradient steps in each.
+        update_every = max(1, a.train_freq // num_envs)
+        phase_updates = gradient_steps * max(1, round(num_envs / a.train_freq))
         epsilon_at = schedules.SCHEDULES[x.schedule]
         eps_start, eps_end, eps_duration = x.start, x.end, x.duration
         if cfg.network.noisy:  # noisy nets explore through their weights: epsilon-greedy is off
@@ -314,7 +317,7 @@ class Trainer:
                             group["lr"] = lr0 * schedules.linear(1.0, lr_end_factor, total_steps, step)
                     if prioritized:
                         beta = buffer.beta(step, total_steps)
-                    for _ in range(gradient_steps):
+                    for _ in range(phase_updates):
                         batch = buffer.sample(batch_size, beta)
                         if frames is not None:
                             batch = frames.decode(batch)

@@ -5,6 +5,7 @@
     python scripts/benchmark.py per    [--device cpu]  # PER sample+update microseconds at 1e4/1e5/1e6 vs uniform
     python scripts/benchmark.py solve  [--seeds 5]   # wall seconds from process start to CartPole 475 (default config)
     python scripts/benchmark.py memory               # bytes of a 1M-transition Atari replay (frames stored once)
+    python scripts/benchmark.py switches --device cuda  # us per update for plain / amp / compile / cuda_graphs
 
 `peers` runs the same work through both tools with identical hyperparameters (network sizes, batch, update
 frequency, buffer, steps, one torch thread each), alternating the two commands, and reports medians of
@@ -159,7 +160,10 @@ def updates(args) -> None:
             start = time.perf_counter()
             summary = rt.train(cfg, Path(out))
             wall = time.perf_counter() - start
-        n_updates = (20_000 - cfg.algo.learning_starts) // cfg.algo.train_freq * cfg.algo.gradient_steps
+        num_envs = cfg.env.num_envs
+        update_every = max(1, cfg.algo.train_freq // num_envs)  # iterations between update phases
+        phase_updates = cfg.algo.gradient_steps * max(1, round(num_envs / cfg.algo.train_freq))
+        n_updates = (20_000 - cfg.algo.learning_starts) // num_envs // update_every * phase_updates
         print(f"{' '.join(overrides) or 'default'}: {summary['env_steps'] / wall:.0f} env steps/s in the loop, "
               f"~{n_updates / wall:.0f} gradient updates/s (whole loop), {wall:.1f}s")
 
@@ -180,6 +184,57 @@ def memory(args) -> None:
           f"= {(frame_bytes + index_bytes) / 2**30:.2f} GiB (storing stacked obs and next_obs: {naive / 2**30:.1f} GiB)")
 
 
+def switches(args) -> None:
+    """Microseconds per gradient step (sample + update + priorities) for each device switch, after a
+    warm-up that includes any compilation, at the default size and at a large one."""
+    import warnings
+
+    import torch
+    from rlrun.learner import DQNLearner
+    from rlrun.networks import QNetwork
+    from rlrun.replay import ReplayBuffer
+
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    variants = {"plain": {}, "amp=bf16": {"amp": "bf16"}, "amp=fp16": {"amp": "fp16"}, "compile": {"compile": True},
+                "cuda_graphs": {"compile": True, "compile_mode": "reduce-overhead"}}
+    sizes = [([128, 128], 128), ([1024, 1024], 1024)]
+    if device.type != "cuda":
+        variants.pop("cuda_graphs")
+        sizes = sizes[:1]
+        torch.set_num_threads(1)
+    for hidden, batch in sizes:
+        base = None
+        for name, kw in variants.items():
+            if batch > 128 and kw.get("compile"):  # compile pays off where launches dominate: the small size
+                continue
+            torch.manual_seed(0)
+            net = QNetwork(4, 2, hidden_sizes=hidden, layer_norm=True).to(device)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                learner = DQNLearner(net, torch.optim.Adam(net.parameters(), lr=1e-3, fused=True), loss="mse",
+                                     tau=0.05, on_nonfinite="off", **kw)
+                buf = ReplayBuffer(100_000, (4,), device=device)
+                n = 100_000
+                buf.add(torch.randn(n, 4), torch.randint(0, 2, (n,)), torch.randn(n), torch.randn(n, 4),
+                        torch.full((n,), 0.99))
+
+                def step():
+                    learner.update(buf.sample(batch))
+
+                start = time.perf_counter()
+                for _ in range(30):  # warm-up: compilation, graph capture, cuBLAS handles
+                    step()
+                sync()
+                warm = time.perf_counter() - start
+                t = _time(step, 300, sync)
+            fell_back = [str(w.message)[:100] for w in caught if "device." in str(w.message) or "torch.compile failed" in str(w.message)]
+            base = base or t
+            print(f"hidden {hidden} batch {batch:5d} {name:12s}: {t * 1e6:8.1f} us/update  "
+                  f"({base / t:4.2f}x plain; warm-up {warm:5.1f}s){'  FELL BACK: ' + fell_back[0] if fell_back else ''}",
+                  flush=True)
+
+
 def solve(args) -> None:
     walls, steps = [], []
     for seed in range(args.seeds):
@@ -196,14 +251,15 @@ def solve(args) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("suite", choices=["peers", "updates", "per", "solve", "memory"])
+    p.add_argument("suite", choices=["peers", "updates", "per", "solve", "memory", "switches"])
     p.add_argument("--capacity", type=int, default=1_000_000, help="replay size for the memory suite")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--device", default="cpu")
     p.add_argument("overrides", nargs="*", help="extra rlrun overrides (updates, solve)")
     args = p.parse_args()
-    {"peers": peers, "updates": updates, "per": per, "solve": solve, "memory": memory}[args.suite](args)
+    {"peers": peers, "updates": updates, "per": per, "solve": solve, "memory": memory,
+     "switches": switches}[args.suite](args)
 
 
 if __name__ == "__main__":

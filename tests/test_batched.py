@@ -146,7 +146,7 @@ def run_cli(*args, check=True):
     return proc
 
 
-SHORT = ["algo.learning_starts=300", "eval.episodes=2", "log.interval=300", "log.plot=false", "checkpoint.every=0",
+SHORT = ["device=cpu", "algo.learning_starts=300", "eval.episodes=2", "log.interval=300", "log.plot=false", "checkpoint.every=0",
          "network.hidden_sizes=[64,64]"]
 
 
@@ -182,7 +182,7 @@ def test_batched_multirun_reports_agents_as_seeds(tmp_path):
     from rlrun.report import load_sweep
 
     sweep = tmp_path / "sweep"
-    run_cli("-m", "optimizer.lr=1e-3,3e-3", "seeds=2", "total_steps=600", "algo.learning_starts=200",
+    run_cli("-m", "optimizer.lr=1e-3,3e-3", "seeds=2", "device=cpu", "total_steps=600", "algo.learning_starts=200",
             "eval.interval=0", "log.plot=false", "checkpoint.every=0", f"hydra.sweep.dir={sweep}")
     df = load_sweep(sweep)
     assert len(df) == 4
@@ -199,7 +199,7 @@ def test_batched_multirun_reports_agents_as_seeds(tmp_path):
 
 def test_resumed_batched_run_equals_an_uninterrupted_one(tmp_path):
     # Schedules that do not depend on total_steps, so that extending a finished run is an interruption.
-    args = ["seeds=2", "algo.learning_starts=300", "eval.interval=0", "log.plot=false", "checkpoint.every=500",
+    args = ["seeds=2", "device=cpu", "algo.learning_starts=300", "eval.interval=0", "log.plot=false", "checkpoint.every=500",
             "buffer=per", "network.hidden_sizes=[32]", "algo.lr_end_factor=1.0", "buffer.beta_anneal_steps=1600"]
     straight, parts = tmp_path / "straight", tmp_path / "parts"
     run_cli(*args, "total_steps=1600", f"hydra.run.dir={straight}")

@@ -105,3 +105,23 @@ def test_reward_transforms_change_learning_rewards_not_logged_returns():
         episodes += finished_episodes(infos)
     assert rewards == [pytest.approx(0.2)] * 3  # 1 * 0.5, clipped to 0.2
     assert episodes == [(0, 3.0, 3)]  # the logged return is the env's own
+
+
+@pytest.mark.parametrize("num_envs,train_freq,gradient_steps,expected", [
+    # Phases at env steps 400, 400 + period, ..., 2000 (both ends included).
+    (1, 4, 1, (2000 - 400) // 4 + 1),        # one update every 4 env steps
+    (8, 4, 1, ((2000 - 400) // 8 + 1) * 2),  # 8 envs: two updates per vector step keep 1 update / 4 env steps
+    (2, 4, 3, ((2000 - 400) // 4 + 1) * 3),  # a phase every 2 vector steps, 3 updates each
+])
+def test_vector_envs_keep_the_update_ratio(tmp_path, compose, num_envs, train_freq, gradient_steps, expected):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rlrun.train import train
+
+    cfg = compose(f"env.num_envs={num_envs}", f"algo.train_freq={train_freq}", f"algo.gradient_steps={gradient_steps}",
+                  "total_steps=2000", "algo.learning_starts=400", "algo.batch_size=32", "eval.interval=0",
+                  "log.plot=false", "checkpoint.every=0", "device=cpu", "network.hidden_sizes=[16]")
+    train(cfg, tmp_path)
+    acc = EventAccumulator(str(tmp_path))
+    acc.Reload()
+    assert acc.Scalars("charts/updates")[-1].value == expected
