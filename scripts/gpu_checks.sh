@@ -38,19 +38,19 @@ done
 stamp "started ${#pids[@]} learning runs"
 
 # --- Pong on the GPU meanwhile (issue 7), a fixed slot --------------------------------------------
-timeout 240 $PY -m rlrun.train +experiment=atari env.id=ALE/Pong-v5 device=cuda algo.learning_starts=20000 \
+timeout 190 $PY -m rlrun.train +experiment=atari env.id=ALE/Pong-v5 device=cuda algo.learning_starts=20000 \
   exploration.duration=100000 log.interval=5000 eval.interval=0 checkpoint.every=0 log.progress_bar=false \
   hydra.run.dir=outputs/pong > "$OUT/pong.txt" 2>&1 &
 PONG=$!
 
 # --- CUDA correctness (runs while the CPU is busy; not timed) ------------------------------------
 stamp pytest
-timeout 200 $PY -m pytest -q -x -p no:cacheprovider tests/test_acceleration.py tests/test_batched.py \
+timeout 200 $PY -m pytest -q -x tests/test_acceleration.py tests/test_batched.py \
   -k "not multirun and not resumed and not single_seed_run and not refusal" > "$OUT/pytest.txt" 2>&1
 stamp "pytest rc=$?"
 
-# The bars get until 230 s after the start; a run still going then is stopped and reported as unfinished.
-while [ $(( $(date +%s) - T0 )) -lt 230 ]; do
+# The bars get until 200 s after the start; a run still going then is stopped and reported as unfinished.
+while [ $(( $(date +%s) - T0 )) -lt 200 ]; do
   alive=0; for p in "${pids[@]}"; do kill -0 $p 2>/dev/null && alive=$((alive + 1)); done
   [ $alive -eq 0 ] && break
   sleep 5
@@ -88,17 +88,10 @@ EOF
 stamp "bars done"
 
 # --- timings, now with the CPU quiet -------------------------------------------------------------
-timeout 150 $PY scripts/benchmark.py switches --device cuda > "$OUT/switches.txt" 2>&1
-stamp "switches rc=$?"
 {
-  timeout 90 $PY scripts/benchmark.py updates --device cuda
-  timeout 60 $PY scripts/benchmark.py updates --device cuda env.num_envs=64
-} > "$OUT/loop.txt" 2>&1
-stamp "loop done"
-{
-  timeout 150 $PY scripts/bench_seeds.py --seeds 64 --device cuda --steps 10000 --reps 1
+  timeout 120 $PY scripts/bench_seeds.py --seeds 64 --device cuda --steps 10000 --reps 1
   for args in "seed=0" "seeds=2"; do
-    timeout 60 $PY -m rlrun.train $args device=cuda total_steps=1500 algo.learning_starts=300 eval.interval=0 \
+    timeout 40 $PY -m rlrun.train $args device=cuda total_steps=1500 algo.learning_starts=300 eval.interval=0 \
       log.plot=false checkpoint.every=0 hydra.run.dir=outputs/agree_${args/=/} > /dev/null 2>&1
   done
   if cmp -s outputs/agree_seed0/episodes.csv "outputs/agree_seeds2/seed=0/episodes.csv"; then
@@ -108,4 +101,12 @@ stamp "loop done"
     diff outputs/agree_seed0/episodes.csv "outputs/agree_seeds2/seed=0/episodes.csv" | head -4
   fi
 } > "$OUT/seeds.txt" 2>&1
+stamp "seeds done"
+timeout 100 $PY scripts/benchmark.py switches --device cuda > "$OUT/switches.txt" 2>&1
+stamp "switches rc=$?"
+{
+  timeout 60 $PY scripts/benchmark.py updates --device cuda
+  timeout 45 $PY scripts/benchmark.py updates --device cuda env.num_envs=64
+} > "$OUT/loop.txt" 2>&1
+stamp "loop done"
 stamp "all done"
