@@ -34,6 +34,7 @@ from rlrun import checkpoint as ckpt
 from rlrun import schedules
 from rlrun.envs import finished_episodes, next_obs_for_storage
 from rlrun.evaluation import evaluate_stacked
+from rlrun.exploration import ExplorationDraws
 from rlrun.learner import NonFiniteError
 from rlrun.logger import RunLogger
 from rlrun.nstep import NStepAccumulator
@@ -79,7 +80,7 @@ class BatchedTrainer:
         self.seeds = agent_seeds(cfg)
         self.agents, num_envs = len(self.seeds), cfg.env.num_envs
         envs = parts.envs
-        self.rngs = [np.random.default_rng(s) for s in self.seeds]
+        self.exploration = ExplorationDraws(self.seeds, num_envs, int(envs.single_action_space.n))
         self.nstep = NStepAccumulator(self.agents * num_envs, cfg.buffer.n_step, cfg.algo.gamma,
                                       envs.single_observation_space.shape, envs.single_observation_space.dtype)
         self.step, self.iteration = 0, 0
@@ -113,7 +114,8 @@ class BatchedTrainer:
             "nstep": ckpt.to_safe(self.nstep.state_dict()),
             "obs": ckpt.to_safe(np.asarray(self.obs)),
             "envs": ckpt.env_state(p.envs),
-            "rngs": [ckpt.rng_state(r, g) for r, g in zip(self.rngs, p.buffer.generators)],
+            "rngs": [ckpt.rng_state(r, g) for r, g in zip(self.exploration.rngs, p.buffer.generators)],
+            "exploration": self.exploration.state_dict(),
             "loggers": [lg.state_dict() for lg in self.loggers],
             "window": {k: [v.cpu() for v in vals] for k, vals in self.window.items()},
             "sampled": [v.cpu() for v in self.sampled],
@@ -131,8 +133,9 @@ class BatchedTrainer:
         self.obs = ckpt.from_safe(state["obs"])
         p.envs.reset(seed=[s + i for s in self.seeds for i in range(self.cfg.env.num_envs)])
         ckpt.restore_env_state(p.envs, state["envs"])
-        for rng_state, rng, generator in zip(state["rngs"], self.rngs, p.buffer.generators):
+        for rng_state, rng, generator in zip(state["rngs"], self.exploration.rngs, p.buffer.generators):
             ckpt.restore_rng(rng_state, rng, generator)
+        self.exploration.load_state_dict(state["exploration"])
         for lg, lg_state in zip(self.loggers, state["loggers"]):
             lg.load_state_dict(lg_state)
         self.window = {k: [v.to(p.device) for v in vals] for k, vals in state["window"].items()}
@@ -170,7 +173,7 @@ class BatchedTrainer:
     def run(self) -> dict[str, Any]:
         cfg, parts = self.cfg, self.parts
         envs, learner, buffer, device = parts.envs, parts.learner, parts.buffer, parts.device
-        loggers, nstep, rngs = self.loggers, self.nstep, self.rngs
+        loggers, nstep, exploration = self.loggers, self.nstep, self.exploration
         agents = self.agents
 
         a, x = cfg.algo, cfg.exploration
@@ -186,7 +189,6 @@ class BatchedTrainer:
         stop_on_solve = cfg.stop_on_solve
         prioritized = isinstance(buffer, StackedPrioritizedReplayBuffer)
         lr0, lr_end_factor = cfg.optimizer.lr, a.lr_end_factor
-        n_actions = envs.single_action_space.n
         obs_shape = envs.single_observation_space.shape
         agent_of_env = np.arange(agents * num_envs) // num_envs
 
@@ -194,8 +196,6 @@ class BatchedTrainer:
             return interval > 0 and step // interval > (step - num_envs) // interval
 
         step, iteration, obs, beta = self.step, self.iteration, self.obs, 1.0
-        explore = np.empty((agents, num_envs), dtype=bool)
-        random_actions = np.empty((agents, num_envs), dtype=np.int64)
         last_log_time, last_log_step = time.perf_counter(), step
         status = "finished"
         main_thread = threading.current_thread() is threading.main_thread()
@@ -203,9 +203,7 @@ class BatchedTrainer:
         try:
             while step < total_steps:
                 epsilon = 1.0 if step < learning_starts else epsilon_at(eps_start, eps_end, eps_duration, step)
-                for k, rng in enumerate(rngs):  # each agent's own stream, drawn as its single run draws it
-                    explore[k] = rng.random(num_envs) < epsilon
-                    random_actions[k] = rng.integers(n_actions, size=num_envs)
+                explore, random_actions = exploration.next(epsilon)  # each agent's own stream
                 actions = random_actions
                 if not explore.all():
                     with torch.no_grad():

@@ -34,6 +34,7 @@ from rlrun.config import register_configs
 from rlrun.device import resolve_device, set_threads
 from rlrun.envs import finished_episodes, make_vector_env, next_obs_for_storage
 from rlrun.evaluation import evaluate
+from rlrun.exploration import ExplorationDraws
 from rlrun.frames import FrameStore
 from rlrun.learner import DQNLearner, NonFiniteError
 from rlrun.nstep import NStepAccumulator
@@ -181,7 +182,7 @@ class Trainer:
     def __init__(self, cfg: DictConfig, out_dir: Path, parts: Parts, resume: Optional[dict] = None):
         self.cfg, self.out_dir, self.parts = cfg, Path(out_dir), parts
         envs = parts.envs
-        self.rng = np.random.default_rng(cfg.seed)
+        self.exploration = ExplorationDraws([cfg.seed], cfg.env.num_envs, int(envs.single_action_space.n))
         stored_shape, stored_dtype = envs.single_observation_space.shape, envs.single_observation_space.dtype
         if parts.frames is not None:
             stored_shape, stored_dtype = (cfg.env.frame_stack,), np.int64
@@ -213,7 +214,8 @@ class Trainer:
             "nstep": ckpt.to_safe(self.nstep.state_dict()),
             "obs": ckpt.to_safe(np.asarray(self.obs)),
             "envs": ckpt.env_state(p.envs),
-            "rng": ckpt.rng_state(self.rng, p.buffer.generator),
+            "rng": ckpt.rng_state(self.exploration.rngs[0], p.buffer.generator),
+            "exploration": self.exploration.state_dict(),
             "logger": self.logger.state_dict(),
             "window": {k: [v.cpu() for v in vals] for k, vals in self.window.items()},
             "sampled": [v.cpu() for v in self.sampled],
@@ -232,7 +234,8 @@ class Trainer:
         self.obs = ckpt.from_safe(state["obs"])
         p.envs.reset(seed=self.cfg.seed)  # builds the envs' RNGs, then overwrite them with the saved state
         ckpt.restore_env_state(p.envs, state["envs"])
-        ckpt.restore_rng(state["rng"], self.rng, p.buffer.generator)
+        ckpt.restore_rng(state["rng"], self.exploration.rngs[0], p.buffer.generator)
+        self.exploration.load_state_dict(state["exploration"])
         self.logger.load_state_dict(state["logger"])
         dev = p.device
         self.window = {k: [v.to(dev) for v in vals] for k, vals in state["window"].items()}
@@ -251,7 +254,7 @@ class Trainer:
     def run(self) -> dict[str, Any]:
         cfg, parts = self.cfg, self.parts
         envs, learner, buffer, device = parts.envs, parts.learner, parts.buffer, parts.device
-        logger, nstep, rng, frames = self.logger, self.nstep, self.rng, parts.frames
+        logger, nstep, exploration, frames = self.logger, self.nstep, self.exploration, parts.frames
 
         # Hot-loop constants as plain locals.
         a, x = cfg.algo, cfg.exploration
@@ -269,7 +272,6 @@ class Trainer:
         stop_on_solve = cfg.stop_on_solve
         prioritized = isinstance(buffer, PrioritizedReplayBuffer)
         lr0, lr_end_factor = cfg.optimizer.lr, a.lr_end_factor
-        n_actions = envs.single_action_space.n
         names = {"td_loss": "losses/td_loss", "q_mean": "losses/q_mean", "q_var": "losses/q_var",
                  "grad_norm": "losses/grad_norm", "sample_age": "replay/sample_age"}
 
@@ -286,8 +288,7 @@ class Trainer:
             while step < total_steps:
                 # Uniform-random play until learning starts (noisy nets included), then the schedule.
                 epsilon = 1.0 if step < learning_starts else epsilon_at(eps_start, eps_end, eps_duration, step)
-                explore = rng.random(num_envs) < epsilon
-                actions = rng.integers(n_actions, size=num_envs)
+                explore, actions = (a[0] for a in exploration.next(epsilon))
                 if not explore.all():
                     with torch.no_grad():
                         greedy = learner.online(torch.as_tensor(obs, device=device)).argmax(dim=1).cpu().numpy()
@@ -450,13 +451,6 @@ def load_resume(cfg: DictConfig, overrides: list[str]) -> tuple[DictConfig, Path
     if path.name != ckpt.LATEST:
         log.warning("the newest checkpoint of %s was unreadable; resuming from %s", run_dir, path.name)
     return resume_config(run_dir, state["config"], overrides, cfg), run_dir, state
-
-
-def record_failure(out_dir: Path, error: BaseException) -> None:
-    """Mark a sweep job as failed in its own directory, so the sweep goes on and the report lists it."""
-    detail = "".join(traceback.format_exception(error)) if not isinstance(error, ConfigError) else str(error)
-    (out_dir / "summary.json").write_text(json.dumps({"status": "failed", "error": str(error)}, indent=2) + "\n")
-    (out_dir / "error.txt").write_text(detail)
 
 
 EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_PREEMPTED = 2, 3, 4, 75  # 75 = EX_TEMPFAIL: try again (resume)

@@ -1,6 +1,5 @@
 """device.amp / device.compile / device.cuda_graphs agree with the plain fp32 path (CPU here, CUDA if present)."""
 
-import copy
 import warnings
 
 import pytest
