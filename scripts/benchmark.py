@@ -164,7 +164,7 @@ def updates(args) -> None:
         update_every = max(1, cfg.algo.train_freq // num_envs)  # iterations between update phases
         phase_updates = cfg.algo.gradient_steps * max(1, round(num_envs / cfg.algo.train_freq))
         n_updates = (20_000 - cfg.algo.learning_starts) // num_envs // update_every * phase_updates
-        print(f"{' '.join(overrides) or 'default'}: {summary['env_steps'] / wall:.0f} env steps/s in the loop, "
+        print(f"{' '.join(overrides + args.overrides) or 'default'}: {summary['env_steps'] / wall:.0f} env steps/s in the loop, "
               f"~{n_updates / wall:.0f} gradient updates/s (whole loop), {wall:.1f}s")
 
 
@@ -257,7 +257,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--device", default="cpu")
     p.add_argument("overrides", nargs="*", help="extra rlrun overrides (updates, solve)")
-    args = p.parse_args()
+    args = p.parse_intermixed_args()  # overrides may come after --device
     {"peers": peers, "updates": updates, "per": per, "solve": solve, "memory": memory,
      "switches": switches}[args.suite](args)
 
