@@ -31,6 +31,25 @@ def test_every_env_option_trains_a_tiny_budget(tmp_path, compose, option):
     assert summary["env_steps"] == 400
 
 
+EXPERIMENTS = sorted(p.stem for p in (Path(rlrun.__file__).parent / "conf" / "experiment").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_preset_composes_and_trains_a_tiny_budget(tmp_path, compose, experiment):
+    import rlrun.train as rt
+
+    cfg = compose(f"+experiment={experiment}")
+    if cfg.env.id.startswith("ALE/"):
+        pytest.importorskip("ale_py")
+        pytest.importorskip("cv2")
+    if cfg.env.id.startswith("LunarLander"):
+        pytest.importorskip("Box2D")
+    cfg = compose(f"+experiment={experiment}", "total_steps=300", "algo.learning_starts=100", "algo.batch_size=32",
+                  "buffer.capacity=1000", "eval.interval=0", "log.plot=false", "log.progress_bar=false",
+                  "log.interval=100", "checkpoint.every=0", "env.max_episode_steps=150")
+    assert rt.train(cfg, tmp_path)["env_steps"] == 300
+
+
 def test_pendulum_bins_hit_the_edges_and_the_centre():
     env = DiscretizeAction(gym.make("Pendulum-v1"), bins=5)
     assert env.action_space == gym.spaces.Discrete(5)

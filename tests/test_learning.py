@@ -20,6 +20,8 @@ QUICK = [  # (overrides, threshold, step budget): one bounded run per extension
     (["+experiment=rainbow"], 150, 80_000),
 ]
 FULL = [[], ["network=dueling", "buffer=per"], ["network=c51"], ["network=noisy"], ["+experiment=rainbow"]]
+# The env presets' bars (issue 7): (preset, threshold, budget), each for >= 3 of 5 seeds.
+PRESET_BARS = [("pendulum_dqn", -200, 100_000), ("mountaincar_dqn", -110, 300_000), ("lunarlander_dqn", 200, 500_000)]
 
 
 def run(tmp_path, overrides, seed, threshold, budget):
@@ -30,6 +32,13 @@ def run(tmp_path, overrides, seed, threshold, budget):
     out = tmp_path / f"seed{seed}"
     out.mkdir()
     return rt.train(cfg, out)
+
+
+def test_pendulum_preset_reaches_minus_400_quickly(tmp_path):
+    """Bounded check of a non-CartPole preset: the discretised Pendulum preset (which reaches -200 near
+    22k steps) must reach a 100-episode mean of -400 within 40k steps."""
+    summary = run(tmp_path, ["+experiment=pendulum_dqn"], 0, -400, 40_000)
+    assert summary["solved_step"] is not None, summary
 
 
 @pytest.mark.parametrize("overrides,threshold,budget", QUICK, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
@@ -45,3 +54,13 @@ def test_cartpole_475_within_100k_for_4_of_5_seeds(tmp_path, overrides):
     solved = [run(tmp_path, overrides, seed, 475, 100_000)["solved_step"] for seed in range(5)]
     print(overrides, "solved steps per seed:", solved)
     assert sum(s is not None for s in solved) >= 4, solved
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset,threshold,budget", PRESET_BARS, ids=[p for p, _, _ in PRESET_BARS])
+def test_env_preset_bar_for_3_of_5_seeds(tmp_path, preset, threshold, budget):
+    if preset.startswith("lunarlander"):
+        pytest.importorskip("Box2D")
+    solved = [run(tmp_path, [f"+experiment={preset}"], seed, threshold, budget)["solved_step"] for seed in range(5)]
+    print(preset, "solved steps per seed:", solved)
+    assert sum(s is not None for s in solved) >= 3, solved
