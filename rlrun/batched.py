@@ -30,19 +30,13 @@ import torch
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from rlrun import checkpoint as ckpt
 from rlrun import schedules
 from rlrun.envs import finished_episodes, next_obs_for_storage
 from rlrun.evaluation import evaluate_stacked
 from rlrun.exploration import ExplorationDraws
-from rlrun.learner import NonFiniteError
 from rlrun.logger import RunLogger
 from rlrun.nstep import NStepAccumulator
-from rlrun.stacked_replay import StackedPrioritizedReplayBuffer
-from rlrun.train import Preempted
-
-METRIC_TAGS = {"td_loss": "losses/td_loss", "q_mean": "losses/q_mean", "q_var": "losses/q_var",
-               "grad_norm": "losses/grad_norm", "sample_age": "replay/sample_age"}
+from rlrun.train import Preempted, Trainer
 
 
 def agent_seeds(cfg: DictConfig) -> list[int]:
@@ -72,7 +66,7 @@ def write_agent_hydra_dir(out_dir: Path, cfg: DictConfig, seed: int) -> None:
     (hydra_dir / "overrides.yaml").write_text(yaml.safe_dump(kept + [f"seed={seed}"]))
 
 
-class BatchedTrainer:
+class BatchedTrainer(Trainer):
     """The DQN loop of `rlrun.train.Trainer` for K stacked agents (see the module docstring)."""
 
     def __init__(self, cfg: DictConfig, out_dir: Path, parts: Any, resume: Optional[dict] = None):
@@ -88,7 +82,7 @@ class BatchedTrainer:
         self.sampled: list[torch.Tensor] = []
         self.signal: Optional[int] = None
         resume_step = None if resume is None else resume["step"]
-        self.loggers = []
+        self.loggers: list[RunLogger] = []
         for k, seed in enumerate(self.seeds):
             if resume is None:
                 write_agent_hydra_dir(out_dir, cfg, seed)
@@ -96,74 +90,22 @@ class BatchedTrainer:
             self.loggers.append(RunLogger(agent_dir(out_dir, seed), agent_config(cfg, seed), cfg.total_steps,
                                           parts.reward_threshold, show_bar, resume_step=resume_step,
                                           label=f"seed={seed}: "))
+        self.logger = self.loggers[0]
+        self._setup_shared(parts)
         if resume is None:
-            self.obs, _ = envs.reset(seed=[s + i for s in self.seeds for i in range(num_envs)])
+            self.obs, _ = envs.reset(seed=self.env_reset_seed())
         else:
             self.load_state_dict(resume)
 
-    # --- checkpoint state -------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        p = self.parts
-        return {
-            "format": 1,
-            "config": OmegaConf.to_container(self.cfg, resolve=True),
-            "step": self.step,
-            "iteration": self.iteration,
-            "learner": p.learner.state_dict(),
-            "buffer": p.buffer.state_dict(include_storage=self.cfg.checkpoint.replay),
-            "nstep": ckpt.to_safe(self.nstep.state_dict()),
-            "obs": ckpt.to_safe(np.asarray(self.obs)),
-            "envs": ckpt.env_state(p.envs),
-            "rngs": [ckpt.rng_state(r, g) for r, g in zip(self.exploration.rngs, p.buffer.generators)],
-            "exploration": self.exploration.state_dict(),
-            "loggers": [lg.state_dict() for lg in self.loggers],
-            "window": {k: [v.cpu() for v in vals] for k, vals in self.window.items()},
-            "sampled": [v.cpu() for v in self.sampled],
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        p = self.parts
-        try:
-            p.learner.load_state_dict(state["learner"])
-            p.buffer.load_state_dict(state["buffer"])
-        except (RuntimeError, KeyError, ValueError) as e:
-            raise ckpt.CheckpointError(f"the checkpoint does not fit this config: {str(e).splitlines()[0]}") from None
-        self.step, self.iteration = state["step"], state["iteration"]
-        self.nstep.load_state_dict(ckpt.from_safe(state["nstep"]))
-        self.obs = ckpt.from_safe(state["obs"])
-        p.envs.reset(seed=[s + i for s in self.seeds for i in range(self.cfg.env.num_envs)])
-        ckpt.restore_env_state(p.envs, state["envs"])
-        for rng_state, rng, generator in zip(state["rngs"], self.exploration.rngs, p.buffer.generators):
-            ckpt.restore_rng(rng_state, rng, generator)
-        self.exploration.load_state_dict(state["exploration"])
-        for lg, lg_state in zip(self.loggers, state["loggers"]):
-            lg.load_state_dict(lg_state)
-        self.window = {k: [v.to(p.device) for v in vals] for k, vals in state["window"].items()}
-        self.sampled = [v.to(p.device) for v in state["sampled"]]
-
-    def save_checkpoint(self) -> Path:
-        for lg in self.loggers:
-            lg.flush()
-        return ckpt.save(self.out_dir, self.state_dict())
-
-    def _on_signal(self, signum, frame) -> None:
-        self.signal = signum
+    def env_reset_seed(self) -> list[int]:
+        return [s + i for s in self.seeds for i in range(self.cfg.env.num_envs)]
 
     # --- the loop ---------------------------------------------------------------------------
-    def _log_window(self, step: int, common: dict[str, float], prioritized: bool, beta: float) -> None:
+    def _log_window(self, step: int, common: dict[str, float], beta: float) -> None:
         """Per-agent window metrics, read with one host-device sync for all agents."""
-        per_agent: dict[str, list[float]] = {}
-        if self.window:
-            on_device = {METRIC_TAGS[k]: torch.stack(vals).float().mean(dim=0) for k, vals in self.window.items()}
-            idx = torch.cat(self.sampled, dim=1).sort(dim=1).values  # (K, samples)
-            distinct = (idx[:, 1:] != idx[:, :-1]).sum(dim=1) + 1
-            on_device["replay/unique_fraction"] = distinct.float() / idx.shape[1]
-            if prioritized:
-                on_device.update({f"per/{k}": v.float() for k, v in self.parts.buffer.stats().items()})
-            per_agent = dict(zip(on_device, torch.stack(list(on_device.values())).tolist()))
-            self.window, self.sampled = {}, []
-            if prioritized:
-                common = {**common, "per/beta": beta}
+        if self.window and self.prioritized:
+            common = {**common, "per/beta": beta}
+        per_agent = self.read_window()
         sizes = self.parts.buffer.sizes
         for k, lg in enumerate(self.loggers):
             values = {**common, "replay/size": int(sizes[k])}
@@ -178,7 +120,7 @@ class BatchedTrainer:
 
         a, x = cfg.algo, cfg.exploration
         num_envs, total_steps = cfg.env.num_envs, cfg.total_steps
-        batch_size, learning_starts, gradient_steps = a.batch_size, a.learning_starts, a.gradient_steps
+        learning_starts, gradient_steps = a.learning_starts, a.gradient_steps
         # Keep the update ratio of train_freq env steps per gradient_steps updates with many vector envs:
         # an update phase every `update_every` iterations, `phase_updates` gradient steps in each.
         update_every = max(1, a.train_freq // num_envs)
@@ -187,8 +129,6 @@ class BatchedTrainer:
         eps_start, eps_end, eps_duration = x.start, x.end, x.duration
         log_interval, eval_interval, ckpt_every = cfg.log.interval, cfg.eval.interval, cfg.checkpoint.every
         stop_on_solve = cfg.stop_on_solve
-        prioritized = isinstance(buffer, StackedPrioritizedReplayBuffer)
-        lr0, lr_end_factor = cfg.optimizer.lr, a.lr_end_factor
         obs_shape = envs.single_observation_space.shape
         agent_of_env = np.arange(agents * num_envs) // num_envs
 
@@ -225,26 +165,7 @@ class BatchedTrainer:
                     loggers[agent_of_env[i]].episode_end(step, ret, length)
 
                 if step >= learning_starts and iteration % update_every == 0:
-                    if lr_end_factor != 1.0:
-                        for group in learner.optimizer.param_groups:
-                            group["lr"] = lr0 * schedules.linear(1.0, lr_end_factor, total_steps, step)
-                    if prioritized:
-                        beta = buffer.beta(step, total_steps)
-                    for _ in range(phase_updates):
-                        batch = buffer.sample(batch_size, beta)
-                        try:
-                            metrics = learner.update(batch)
-                        except NonFiniteError as e:
-                            self.step, self.iteration, self.obs = step, iteration, obs
-                            torch.save(self.state_dict(), self.out_dir / "nonfinite.pt")
-                            raise NonFiniteError(f"{e} at env step {step} (update {learner.updates + 1}); the "
-                                                 f"state before this update is in {self.out_dir / 'nonfinite.pt'}") from None
-                        if prioritized:
-                            buffer.update_priorities(batch.indices, metrics["priority"])
-                        for k in ("td_loss", "q_mean", "q_var", "grad_norm"):
-                            self.window.setdefault(k, []).append(metrics[k])
-                        self.window.setdefault("sample_age", []).append(batch.age.float().mean(dim=1))
-                        self.sampled.append(batch.indices)
+                    beta = self.update_phase(step, iteration, obs, phase_updates)
 
                 if crossed(log_interval) or step >= total_steps:
                     now = time.perf_counter()
@@ -257,7 +178,7 @@ class BatchedTrainer:
                     if device.type == "cuda":
                         common["device/memory_allocated_mb"] = torch.cuda.memory_allocated(device) / 2**20
                         common["device/max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
-                    self._log_window(step, common, prioritized, beta)
+                    self._log_window(step, common, beta)
                     loggers[0].progress(step, sps, epsilon)
 
                 if crossed(eval_interval) or (eval_interval and step >= total_steps):
@@ -301,8 +222,4 @@ class BatchedTrainer:
         (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
 
-    def close(self) -> None:
-        self.parts.envs.close()
-        if self.parts.eval_envs is not None:
-            self.parts.eval_envs.close()
 

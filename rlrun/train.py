@@ -194,12 +194,22 @@ class Trainer:
         resume_step = None if resume is None else resume["step"]
         self.logger = RunLogger(out_dir, cfg, cfg.total_steps, parts.reward_threshold, cfg.log.progress_bar,
                                 resume_step=resume_step)
+        self.loggers = [self.logger]
+        self._setup_shared(parts)
         if resume is None:
-            self.obs, _ = envs.reset(seed=cfg.seed)
+            self.obs, _ = envs.reset(seed=self.env_reset_seed())
             if parts.frames is not None:
                 parts.frames.start(self.obs)
         else:
             self.load_state_dict(resume)
+
+    def _setup_shared(self, parts: Parts) -> None:
+        """What the single-seed and the batched loop (rlrun.batched) both keep."""
+        self.generators = getattr(parts.buffer, "generators", None) or [parts.buffer.generator]
+        self.prioritized = isinstance(parts.buffer, (PrioritizedReplayBuffer, StackedPrioritizedReplayBuffer))
+
+    def env_reset_seed(self) -> Any:
+        return self.cfg.seed  # sub-env i gets seed + i
 
     # --- checkpoint state -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -214,9 +224,9 @@ class Trainer:
             "nstep": ckpt.to_safe(self.nstep.state_dict()),
             "obs": ckpt.to_safe(np.asarray(self.obs)),
             "envs": ckpt.env_state(p.envs),
-            "rng": ckpt.rng_state(self.exploration.rngs[0], p.buffer.generator),
+            "rng": [ckpt.rng_state(r, g) for r, g in zip(self.exploration.rngs, self.generators)],
             "exploration": self.exploration.state_dict(),
-            "logger": self.logger.state_dict(),
+            "loggers": [lg.state_dict() for lg in self.loggers],
             "window": {k: [v.cpu() for v in vals] for k, vals in self.window.items()},
             "sampled": [v.cpu() for v in self.sampled],
             "frames": None if p.frames is None else p.frames.state_dict(),
@@ -232,11 +242,14 @@ class Trainer:
         self.step, self.iteration = state["step"], state["iteration"]
         self.nstep.load_state_dict(ckpt.from_safe(state["nstep"]))
         self.obs = ckpt.from_safe(state["obs"])
-        p.envs.reset(seed=self.cfg.seed)  # builds the envs' RNGs, then overwrite them with the saved state
+        p.envs.reset(seed=self.env_reset_seed())  # builds the envs' RNGs, then overwrite them with the saved state
         ckpt.restore_env_state(p.envs, state["envs"])
-        ckpt.restore_rng(state["rng"], self.exploration.rngs[0], p.buffer.generator)
-        self.exploration.load_state_dict(state["exploration"])
-        self.logger.load_state_dict(state["logger"])
+        rng_states = state["rng"] if isinstance(state["rng"], list) else [state["rng"]]  # one dict before seeds=K
+        for rng_state, rng, generator in zip(rng_states, self.exploration.rngs, self.generators):
+            ckpt.restore_rng(rng_state, rng, generator)
+        self.exploration.load_state_dict(state.get("exploration"))
+        for lg, lg_state in zip(self.loggers, state.get("loggers") or [state.get("logger")]):
+            lg.load_state_dict(lg_state)
         dev = p.device
         self.window = {k: [v.to(dev) for v in vals] for k, vals in state["window"].items()}
         self.sampled = [v.to(dev) for v in state["sampled"]]
@@ -244,8 +257,58 @@ class Trainer:
             p.frames.load_state_dict(state["frames"])
 
     def save_checkpoint(self) -> Path:
-        self.logger.flush()
+        for lg in self.loggers:
+            lg.flush()
         return ckpt.save(self.out_dir, self.state_dict())
+
+    # --- pieces of the loop shared with rlrun.batched ----------------------------------------
+    def update_phase(self, step: int, iteration: int, obs: Any, count: int) -> float:
+        """`count` gradient steps (with the lr schedule and PER's beta at `step`); their metrics stay on the
+        device in `self.window`. Returns beta."""
+        cfg, p = self.cfg, self.parts
+        learner, buffer, frames = p.learner, p.buffer, p.frames
+        a = cfg.algo
+        if a.lr_end_factor != 1.0:
+            for group in learner.optimizer.param_groups:
+                group["lr"] = cfg.optimizer.lr * schedules.linear(1.0, a.lr_end_factor, cfg.total_steps, step)
+        beta = buffer.beta(step, cfg.total_steps) if self.prioritized else 1.0
+        for _ in range(count):
+            batch = buffer.sample(a.batch_size, beta)
+            if frames is not None:
+                batch = frames.decode(batch)
+            try:
+                metrics = learner.update(batch)
+            except NonFiniteError as e:
+                self.step, self.iteration, self.obs = step, iteration, obs
+                torch.save(self.state_dict(), self.out_dir / "nonfinite.pt")
+                raise NonFiniteError(f"{e} at env step {step} (update {learner.updates + 1}); "
+                                     f"the state before this update is in {self.out_dir / 'nonfinite.pt'}") from None
+            if metrics is None:  # a non-finite update skipped (algo.on_nonfinite=skip)
+                continue
+            if self.prioritized:
+                buffer.update_priorities(batch.indices, metrics["priority"])
+            for k in ("td_loss", "q_mean", "q_var", "grad_norm"):
+                self.window.setdefault(k, []).append(metrics[k])
+            self.window.setdefault("sample_age", []).append(batch.age.float().mean(dim=-1))
+            self.sampled.append(batch.indices)
+        return beta
+
+    METRIC_TAGS = {"td_loss": "losses/td_loss", "q_mean": "losses/q_mean", "q_var": "losses/q_var",
+                   "grad_norm": "losses/grad_norm", "sample_age": "replay/sample_age"}
+
+    def read_window(self) -> dict[str, Any]:
+        """The window's metrics (means over its gradient steps, replay diversity, PER statistics), read with
+        one host-device sync and reset. Floats, or per-agent lists for stacked agents."""
+        if not self.window:
+            return {}
+        on_device = {self.METRIC_TAGS[k]: torch.stack(vals).float().mean(dim=0) for k, vals in self.window.items()}
+        idx = torch.cat(self.sampled, dim=-1).sort(dim=-1).values
+        distinct = (idx[..., 1:] != idx[..., :-1]).sum(dim=-1) + 1  # a tensor: no sync, unlike unique().numel()
+        on_device["replay/unique_fraction"] = distinct.float() / idx.shape[-1]
+        if self.prioritized:
+            on_device.update({f"per/{k}": v.float() for k, v in self.parts.buffer.stats().items()})
+        self.window, self.sampled = {}, []
+        return dict(zip(on_device, torch.stack(list(on_device.values())).tolist()))  # the one sync
 
     # --- the loop ---------------------------------------------------------------------------
     def _on_signal(self, signum, frame) -> None:
@@ -259,7 +322,7 @@ class Trainer:
         # Hot-loop constants as plain locals.
         a, x = cfg.algo, cfg.exploration
         num_envs, total_steps = cfg.env.num_envs, cfg.total_steps
-        batch_size, learning_starts, gradient_steps = a.batch_size, a.learning_starts, a.gradient_steps
+        learning_starts, gradient_steps = a.learning_starts, a.gradient_steps
         # Keep the update ratio of train_freq env steps per gradient_steps updates with many vector envs:
         # an update phase every `update_every` iterations, `phase_updates` gradient steps in each.
         update_every = max(1, a.train_freq // num_envs)
@@ -270,10 +333,6 @@ class Trainer:
             eps_start = eps_end = 0.0
         log_interval, eval_interval, ckpt_every = cfg.log.interval, cfg.eval.interval, cfg.checkpoint.every
         stop_on_solve = cfg.stop_on_solve
-        prioritized = isinstance(buffer, PrioritizedReplayBuffer)
-        lr0, lr_end_factor = cfg.optimizer.lr, a.lr_end_factor
-        names = {"td_loss": "losses/td_loss", "q_mean": "losses/q_mean", "q_var": "losses/q_var",
-                 "grad_norm": "losses/grad_norm", "sample_age": "replay/sample_age"}
 
         def crossed(interval: int) -> bool:
             return interval > 0 and step // interval > (step - num_envs) // interval
@@ -313,30 +372,7 @@ class Trainer:
                     solved |= logger.episode_end(step, ret, length)
 
                 if step >= learning_starts and iteration % update_every == 0:
-                    if lr_end_factor != 1.0:
-                        for group in learner.optimizer.param_groups:
-                            group["lr"] = lr0 * schedules.linear(1.0, lr_end_factor, total_steps, step)
-                    if prioritized:
-                        beta = buffer.beta(step, total_steps)
-                    for _ in range(phase_updates):
-                        batch = buffer.sample(batch_size, beta)
-                        if frames is not None:
-                            batch = frames.decode(batch)
-                        try:
-                            metrics = learner.update(batch)
-                        except NonFiniteError as e:
-                            self.step, self.iteration, self.obs = step, iteration, obs
-                            torch.save(self.state_dict(), self.out_dir / "nonfinite.pt")
-                            raise NonFiniteError(f"{e} at env step {step} (update {learner.updates + 1}); "
-                                                 f"the state before this update is in {self.out_dir / 'nonfinite.pt'}") from None
-                        if metrics is None:  # a non-finite update skipped (algo.on_nonfinite=skip)
-                            continue
-                        if prioritized:
-                            buffer.update_priorities(batch.indices, metrics["priority"])
-                        for k in ("td_loss", "q_mean", "q_var", "grad_norm"):
-                            self.window.setdefault(k, []).append(metrics[k])
-                        self.window.setdefault("sample_age", []).append(batch.age.float().mean())
-                        self.sampled.append(batch.indices)
+                    beta = self.update_phase(step, iteration, obs, phase_updates)
 
                 if crossed(log_interval) or step >= total_steps:
                     now = time.perf_counter()
@@ -347,17 +383,9 @@ class Trainer:
                               "charts/learning_rate": learner.optimizer.param_groups[0]["lr"],
                               "replay/size": len(buffer), "charts/updates": learner.updates,
                               "charts/skipped_updates": learner.skipped}
-                    if self.window:
-                        on_device = {names[k]: torch.stack(vals).float().mean() for k, vals in self.window.items()}
-                        idx = torch.cat(self.sampled).sort().values
-                        distinct = (idx[1:] != idx[:-1]).sum() + 1  # a tensor: no sync, unlike unique().numel()
-                        on_device["replay/unique_fraction"] = distinct.float() / idx.numel()
-                        if prioritized:
-                            values["per/beta"] = beta
-                            on_device.update({f"per/{k}": v.float() for k, v in buffer.stats().items()})
-                        # The one host-device sync of the window.
-                        values.update(zip(on_device, torch.stack(list(on_device.values())).tolist()))
-                        self.window, self.sampled = {}, []
+                    if self.window and self.prioritized:
+                        values["per/beta"] = beta
+                    values.update(self.read_window())
                     if frames is not None:
                         frames.check(buffer)
                     if device.type == "cuda":

@@ -123,7 +123,7 @@ def test_checkpoints_load_without_running_code(tmp_path):
     run = tmp_path / "run"
     finish(start(run, "total_steps=800"))
     state = torch.load(run / ckpt.LATEST, weights_only=True)
-    assert {"learner", "buffer", "rng", "envs", "nstep", "logger", "config"} <= set(state)
+    assert {"learner", "buffer", "rng", "exploration", "envs", "nstep", "loggers", "config"} <= set(state)
     assert state["buffer"]["size"] == state["buffer"]["obs"].shape[0] > 0
 
 
