@@ -501,6 +501,11 @@ def unwritable_output(argv: list[str]) -> Optional[str]:
 def main() -> None:
     """Entry point: a pre-flight check of the output directory, then the Hydra app."""
     args = sys.argv[1:]
+    # A resume continues in its own directory, which Hydra would create before the run could refuse it.
+    for missing in [a.split("=", 1)[1] for a in args if a.startswith("resume=")]:
+        if missing not in ("null", "") and "," not in missing and not Path(missing).is_dir():
+            print(f"rlrun: {ConfigError('resume', missing, 'an existing run directory of rlrun')}", file=sys.stderr)
+            sys.exit(EXIT_CONFIG)
     problem = None if {"--help", "-h", "--cfg", "-c", "--info"} & set(args) else unwritable_output(args)
     if problem is not None:
         print(f"rlrun: cannot create the output directory ({problem}); choose another with "

@@ -167,3 +167,10 @@ def test_runs_started_together_get_separate_directories(tmp_path):
         assert p.wait(timeout=120) == 0
     runs = list((tmp_path / "outputs").iterdir())
     assert len(runs) == 3 and all((r / "summary.json").exists() for r in runs)
+
+
+def test_resume_of_a_missing_directory_is_refused_without_creating_it(tmp_path):
+    missing = tmp_path / "no_such_run"
+    _, err = finish(start(tmp_path / "unused", f"resume={missing}"), rc=2)
+    assert "resume" in err and "an existing run directory" in err
+    assert not missing.exists()
