@@ -207,6 +207,9 @@ class Trainer:
         """What the single-seed and the batched loop (rlrun.batched) both keep."""
         self.generators = getattr(parts.buffer, "generators", None) or [parts.buffer.generator]
         self.prioritized = isinstance(parts.buffer, (PrioritizedReplayBuffer, StackedPrioritizedReplayBuffer))
+        # Read once: config look-ups are slow next to the update phase they feed.
+        cfg = self.cfg
+        self._phase = (cfg.algo.batch_size, cfg.optimizer.lr, cfg.algo.lr_end_factor, cfg.total_steps)
 
     def env_reset_seed(self) -> Any:
         return self.cfg.seed  # sub-env i gets seed + i
@@ -265,15 +268,15 @@ class Trainer:
     def update_phase(self, step: int, iteration: int, obs: Any, count: int) -> float:
         """`count` gradient steps (with the lr schedule and PER's beta at `step`); their metrics stay on the
         device in `self.window`. Returns beta."""
-        cfg, p = self.cfg, self.parts
+        p = self.parts
         learner, buffer, frames = p.learner, p.buffer, p.frames
-        a = cfg.algo
-        if a.lr_end_factor != 1.0:
+        batch_size, lr0, lr_end_factor, total_steps = self._phase
+        if lr_end_factor != 1.0:
             for group in learner.optimizer.param_groups:
-                group["lr"] = cfg.optimizer.lr * schedules.linear(1.0, a.lr_end_factor, cfg.total_steps, step)
-        beta = buffer.beta(step, cfg.total_steps) if self.prioritized else 1.0
+                group["lr"] = lr0 * schedules.linear(1.0, lr_end_factor, total_steps, step)
+        beta = buffer.beta(step, total_steps) if self.prioritized else 1.0
         for _ in range(count):
-            batch = buffer.sample(a.batch_size, beta)
+            batch = buffer.sample(batch_size, beta)
             if frames is not None:
                 batch = frames.decode(batch)
             try:
