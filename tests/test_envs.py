@@ -47,7 +47,8 @@ def test_every_experiment_preset_composes_and_trains_a_tiny_budget(tmp_path, com
     cfg = compose(f"+experiment={experiment}", "total_steps=300", "algo.learning_starts=100", "algo.batch_size=32",
                   "buffer.capacity=1000", "eval.interval=0", "log.plot=false", "log.progress_bar=false",
                   "log.interval=100", "checkpoint.every=0", "env.max_episode_steps=150")
-    assert rt.train(cfg, tmp_path)["env_steps"] == 300
+    steps = rt.train(cfg, tmp_path)["env_steps"]
+    assert 300 <= steps < 300 + cfg.env.num_envs  # whole vector steps
 
 
 def test_pendulum_bins_hit_the_edges_and_the_centre():
