@@ -174,7 +174,30 @@ class SumTree:
         return idx - self.leaves
 
 
-class PrioritizedReplayBuffer(ReplayBuffer):
+class PriorityBookkeeping:
+    """What every prioritized buffer (single or stacked) shares: beta's schedule, and the sum tree and max
+    priority in checkpoints. Mixed in before the storage class, whose state this extends."""
+
+    def beta(self, step: int, total_steps: int) -> float:
+        duration = self.beta_anneal_steps if self.beta_anneal_steps is not None else total_steps
+        return min(1.0, self.beta_start + (1.0 - self.beta_start) * step / max(1, duration))
+
+    def state_dict(self, include_storage: bool = True) -> dict:
+        self._flush()
+        state = super().state_dict(include_storage)
+        if include_storage:
+            state["tree"] = self.tree.tree.clone()
+            state["max_priority"] = self.max_priority.clone()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if "tree" in state:
+            self.tree.tree.copy_(state["tree"])
+            self.max_priority = state["max_priority"].to(self.device)
+
+
+class PrioritizedReplayBuffer(PriorityBookkeeping, ReplayBuffer):
     """Proportional prioritized replay (Schaul et al. 2016).
 
     P(i) = p_i^alpha / sum_k p_k^alpha with p_i = |td_i| + priority_eps; new transitions enter at the
@@ -204,10 +227,6 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.tree = SumTree(self.capacity, self.device)
         self.max_priority = torch.ones((), dtype=torch.float64, device=self.device)
         self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []
-
-    def beta(self, step: int, total_steps: int) -> float:
-        duration = self.beta_anneal_steps if self.beta_anneal_steps is not None else total_steps
-        return min(1.0, self.beta_start + (1.0 - self.beta_start) * step / max(1, duration))
 
     def add(self, obs, actions, rewards, next_obs, discounts) -> list[tuple[int, int]]:
         ranges = super().add(obs, actions, rewards, next_obs, discounts)
@@ -246,19 +265,6 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = torch.maximum(self.max_priority, priorities.max())
         self.tree.update(indices, priorities ** self.alpha)
 
-    def state_dict(self, include_storage: bool = True) -> dict:
-        self._flush()
-        state = super().state_dict(include_storage)
-        if include_storage:
-            state["tree"] = self.tree.tree.clone()
-            state["max_priority"] = self.max_priority.clone()
-        return state
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        if "tree" in state:
-            self.tree.tree.copy_(state["tree"])
-            self.max_priority = state["max_priority"].to(self.device)
 
     def stats(self) -> dict[str, torch.Tensor]:
         """Priority statistics over the stored transitions (p^alpha, as sampled)."""

@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from rlrun.replay import Batch
+from rlrun.replay import Batch, PriorityBookkeeping
 
 
 class StackedReplayBuffer:
@@ -140,7 +140,7 @@ class StackedSumTree:
         return idx - self.leaves
 
 
-class StackedPrioritizedReplayBuffer(StackedReplayBuffer):
+class StackedPrioritizedReplayBuffer(PriorityBookkeeping, StackedReplayBuffer):
     """`PrioritizedReplayBuffer` (proportional, stratified, max-priority insertion, IS weights divided by
     the batch maximum), per agent, on stacked storage and stacked sum trees."""
 
@@ -164,10 +164,6 @@ class StackedPrioritizedReplayBuffer(StackedReplayBuffer):
         self.tree = StackedSumTree(agents, self.capacity, self.device)
         self.max_priority = torch.ones(agents, dtype=torch.float64, device=self.device)
         self._pending: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
-
-    def beta(self, step: int, total_steps: int) -> float:
-        duration = self.beta_anneal_steps if self.beta_anneal_steps is not None else total_steps
-        return min(1.0, self.beta_start + (1.0 - self.beta_start) * step / max(1, duration))
 
     def add(self, agent: np.ndarray, obs, actions, rewards, next_obs, discounts) -> tuple[np.ndarray, np.ndarray]:
         agent, slot = super().add(agent, obs, actions, rewards, next_obs, discounts)
@@ -216,17 +212,3 @@ class StackedPrioritizedReplayBuffer(StackedReplayBuffer):
         total = p.sum(dim=1)
         return {"priority_max": p.max(dim=1).values, "priority_mean": total / n,
                 "ess_fraction": total * total / (n * (p * p).sum(dim=1))}
-
-    def state_dict(self, include_storage: bool = True) -> dict:
-        self._flush()
-        state = super().state_dict(include_storage)
-        if include_storage:
-            state["tree"] = self.tree.tree.clone()
-            state["max_priority"] = self.max_priority.clone()
-        return state
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        if "tree" in state:
-            self.tree.tree.copy_(state["tree"])
-            self.max_priority = state["max_priority"].to(self.device)
