@@ -146,9 +146,7 @@ class BatchedTrainer(Trainer):
                 explore, random_actions = exploration.next(epsilon)  # each agent's own stream
                 actions = random_actions
                 if not explore.all():
-                    with torch.no_grad():
-                        obs_t = torch.as_tensor(obs, device=device).view(agents, num_envs, *obs_shape)
-                        greedy = learner.online(obs_t).argmax(dim=-1).cpu().numpy()
+                    greedy = self.actor(obs.reshape(agents, num_envs, *obs_shape))
                     actions = np.where(explore, random_actions, greedy)
                 actions = actions.reshape(-1)
 

@@ -14,35 +14,48 @@ import numpy as np
 
 
 class NStepAccumulator:
-    """Per-env ring buffers of the last n steps (no copying when the window slides)."""
+    """Per-env windows of the last n steps in one ring shared by all envs.
+
+    Every vector step writes all envs at the same ring slot, so an env's pending steps are always the
+    last `count[i]` slots before it, and the common step (no episode ended, every window full) emits
+    with plain slices: about a dozen numpy calls, whatever the number of envs.
+    """
 
     def __init__(self, num_envs: int, n: int, gamma: float, obs_shape, obs_dtype=np.float32):
         self.n, self.gamma, self.num_envs = n, gamma, num_envs
         self.obs = np.zeros((num_envs, n, *obs_shape), dtype=obs_dtype)
         self.actions = np.zeros((num_envs, n), dtype=np.int64)
         self.rewards = np.zeros((num_envs, n), dtype=np.float64)
-        self.start = np.zeros(num_envs, dtype=np.int64)  # ring position of the oldest pending step
         self.count = np.zeros(num_envs, dtype=np.int64)  # pending steps per env
+        self.slot = n - 1  # ring slot of the newest step
         self.powers = gamma ** np.arange(n + 1)
         self._envs = np.arange(num_envs)
         self._offsets = np.arange(n)
+        self._full_discounts = np.full(num_envs, self.powers[n], dtype=np.float32)
         self.last_envs = self._envs  # env index of each transition the last `step` returned, ascending
 
     def step(self, obs, actions, rewards, next_obs, terminated, truncated):
         """Add one vector step; returns the transitions it completes as numpy arrays
-        (obs, actions, returns, next_obs, discounts), or None."""
+        (obs, actions, returns, next_obs, discounts), or None. They may be views into this object's
+        storage: store them before the next call."""
         n, envs = self.n, self._envs
         if n == 1:  # one-step TD: every step is its own transition, nothing to keep
             discounts = np.where(terminated, np.float32(0.0), np.float32(self.gamma))
             self.last_envs = envs
             return obs, actions, rewards.astype(np.float32), next_obs, discounts
-        slot = (self.start + self.count) % n
-        self.obs[envs, slot] = obs
-        self.actions[envs, slot] = actions
-        self.rewards[envs, slot] = rewards
+        slot = self.slot = (self.slot + 1) % n
+        self.obs[:, slot] = obs
+        self.actions[:, slot] = actions
+        self.rewards[:, slot] = rewards
         self.count += 1
         done = np.logical_or(terminated, truncated)
-        full = np.flatnonzero(self.count == n) if not done.any() else np.flatnonzero((self.count == n) & ~done)
+        if not done.any():
+            if self.count[0] == n and (self.num_envs == 1 or self.count.min() == n):  # every window full
+                *out, self.last_envs = self._emit_oldest(None, next_obs)
+                return tuple(out)
+            full = np.flatnonzero(self.count == n)
+        else:
+            full = np.flatnonzero((self.count == n) & ~done)
         pieces = []
         if full.size:
             pieces.append(self._emit_oldest(full, next_obs))
@@ -60,14 +73,20 @@ class NStepAccumulator:
         return tuple(out)
 
     def _emit_oldest(self, full, next_obs):
-        """One n-step transition from the oldest pending step of each full window, then slide it."""
+        """One n-step transition from the oldest pending step of each full window (all envs when `full`
+        is None), which then leaves the window."""
         n = self.n
-        first = self.start[full]
-        order = (first[:, None] + self._offsets) % n
-        returns = self.rewards[full[:, None], order] @ self.powers[:n]
+        first = (self.slot + 1) % n  # a full window starts right after the newest slot
+        order = (first + self._offsets) % n
+        if full is None:
+            returns = self.rewards[:, order] @ self.powers[:n]
+            out = (self.obs[:, first], self.actions[:, first], returns.astype(np.float32), next_obs,
+                   self._full_discounts, self._envs)
+            self.count -= 1
+            return out
+        returns = self.rewards[full][:, order] @ self.powers[:n]
         out = (self.obs[full, first], self.actions[full, first], returns.astype(np.float32),
-               next_obs[full], np.full(full.size, self.powers[n], dtype=np.float32), full)
-        self.start[full] = (first + 1) % n
+               next_obs[full], self._full_discounts[: full.size], full)
         self.count[full] -= 1
         return out
 
@@ -77,8 +96,8 @@ class NStepAccumulator:
         n = self.n
         out_obs, out_act, out_ret, out_next, out_disc, out_env = [], [], [], [], [], []
         for i in ended:
-            k, first = int(self.count[i]), int(self.start[i])
-            order = (first + self._offsets[:k]) % n
+            k = int(self.count[i])
+            order = (self.slot - k + 1 + self._offsets[:k]) % n
             rewards = self.rewards[i, order]
             for j in range(k):
                 steps = k - j
@@ -88,14 +107,24 @@ class NStepAccumulator:
                 out_next.append(next_obs[i])
                 out_disc.append(0.0 if terminated[i] else self.powers[steps])
                 out_env.append(i)
-            self.start[i], self.count[i] = 0, 0
+            self.count[i] = 0
         return (np.stack(out_obs), np.array(out_act, dtype=np.int64), np.array(out_ret, dtype=np.float32),
                 np.stack(out_next), np.array(out_disc, dtype=np.float32), np.array(out_env, dtype=np.int64))
 
     def state_dict(self) -> dict:
         return {"obs": self.obs.copy(), "actions": self.actions.copy(), "rewards": self.rewards.copy(),
-                "start": self.start.copy(), "count": self.count.copy()}
+                "count": self.count.copy(), "slot": self.slot}
 
     def load_state_dict(self, state: dict) -> None:
         self.obs[...], self.actions[...] = state["obs"], state["actions"]
-        self.rewards[...], self.start[...], self.count[...] = state["rewards"], state["start"], state["count"]
+        self.rewards[...], self.count[...] = state["rewards"], state["count"]
+        if "slot" in state:
+            self.slot = int(state["slot"])
+            return
+        # Checkpoints before the shared ring kept a start slot per env: move each env's pending steps
+        # to the last count[i] slots ending at slot n - 1.
+        n, self.slot = self.n, self.n - 1
+        for i, (first, k) in enumerate(zip(state["start"], state["count"])):
+            old, new = (int(first) + self._offsets[:k]) % n, self._offsets[n - k:]
+            for store in (self.obs, self.actions, self.rewards):
+                store[i, new] = np.asarray(store[i, old]).copy()

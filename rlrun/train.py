@@ -29,6 +29,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt
+from rlrun.acting import GreedyActor
 from rlrun import schedules
 from rlrun.config import register_configs
 from rlrun.device import resolve_device, set_threads
@@ -207,6 +208,7 @@ class Trainer:
         """What the single-seed and the batched loop (rlrun.batched) both keep."""
         self.generators = getattr(parts.buffer, "generators", None) or [parts.buffer.generator]
         self.prioritized = isinstance(parts.buffer, (PrioritizedReplayBuffer, StackedPrioritizedReplayBuffer))
+        self.actor = GreedyActor(parts.learner.online, parts.device)
         # Read once: config look-ups are slow next to the update phase they feed.
         cfg = self.cfg
         self._phase = (cfg.algo.batch_size, cfg.optimizer.lr, cfg.algo.lr_end_factor, cfg.total_steps)
@@ -321,6 +323,7 @@ class Trainer:
         cfg, parts = self.cfg, self.parts
         envs, learner, buffer, device = parts.envs, parts.learner, parts.buffer, parts.device
         logger, nstep, exploration, frames = self.logger, self.nstep, self.exploration, parts.frames
+        actor = self.actor
 
         # Hot-loop constants as plain locals.
         a, x = cfg.algo, cfg.exploration
@@ -352,9 +355,7 @@ class Trainer:
                 epsilon = 1.0 if step < learning_starts else epsilon_at(eps_start, eps_end, eps_duration, step)
                 explore, actions = (a[0] for a in exploration.next(epsilon))
                 if not explore.all():
-                    with torch.no_grad():
-                        greedy = learner.online(torch.as_tensor(obs, device=device)).argmax(dim=1).cpu().numpy()
-                    actions = np.where(explore, actions, greedy)
+                    actions = np.where(explore, actions, actor(obs))
 
                 next_obs, rewards, terminated, truncated, infos = envs.step(actions)
                 real_next_obs = next_obs_for_storage(next_obs, infos)

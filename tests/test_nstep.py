@@ -103,3 +103,35 @@ def test_matches_reference_on_random_episodes(n, num_envs):
     for g, w in zip(got, want):
         assert g[0] == w[0] and g[2] == w[2]
         assert g[1] == pytest.approx(w[1], rel=1e-5, abs=1e-5) and g[3] == pytest.approx(w[3], rel=1e-6)
+
+
+@pytest.mark.parametrize("old_format", [False, True])
+def test_checkpoint_midway_continues_identically(old_format):
+    """state_dict/load_state_dict mid-episode gives the same transitions as an uninterrupted run; so does a
+    checkpoint in the earlier format (a start slot per env instead of one shared ring slot)."""
+    n, num_envs = 4, 3
+    rng = np.random.default_rng(7)
+    trajectory = []
+    for step in range(200):
+        obs = np.arange(num_envs) + step * 100.0
+        end = rng.random(num_envs)
+        trajectory.append((obs, rng.normal(size=num_envs), obs + 0.5, end < 0.05, (end >= 0.05) & (end < 0.08)))
+
+    def run(acc, steps):
+        got = []
+        for obs, rew, nxt, term, trunc in steps:
+            r = acc.step(obs[:, None], np.zeros(num_envs, dtype=np.int64), rew, nxt[:, None], term, trunc)
+            if r is not None:
+                got += [(o[0], ret, nx[0], d, e) for (o, _, ret, nx, d), e in zip(zip(*r), acc.last_envs)]
+        return got
+
+    whole = run(NStepAccumulator(num_envs, n, 0.9, (1,)), trajectory)
+    first = NStepAccumulator(num_envs, n, 0.9, (1,))
+    got = run(first, trajectory[:101])
+    state = first.state_dict()
+    if old_format:
+        state["start"] = (state.pop("slot") - state["count"] + 1) % n
+    second = NStepAccumulator(num_envs, n, 0.9, (1,))
+    second.load_state_dict(state)
+    got += run(second, trajectory[101:])
+    assert got == whole

@@ -1,0 +1,102 @@
+"""Greedy actions for the training loop: argmax_a Q(s, a) for a batch of observations.
+
+Acting happens at every env step on a handful of observations, where the cost is per call, not per
+FLOP: through torch modules a batch-of-one forward of the default MLP costs ~60-150 us on a CPU, the same
+maths in numpy ~10 us. So on the CPU, MLP networks (single or stacked, with LayerNorm, plain or dueling
+heads) are evaluated in numpy on views of the network's own parameter memory; the views see every
+in-place change (optimizer steps, target syncs do not touch the online net, `load_state_dict` copies in
+place). Anything else (a GPU, pixel encoders, noisy layers, C51) goes through the torch module.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlrun.networks import QNetwork
+from rlrun.stacked import StackedLayerNorm, StackedLinear, StackedQNetwork
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0, out=x)
+
+
+NUMPY_ACTIVATIONS: dict[type, Callable[[np.ndarray], np.ndarray]] = {nn.ReLU: _relu, nn.Tanh: np.tanh}
+
+
+def _layer_norm(weight: np.ndarray, bias: np.ndarray, eps: float) -> Callable[[np.ndarray], np.ndarray]:
+    def apply(x: np.ndarray) -> np.ndarray:
+        centred = x - x.mean(axis=-1, keepdims=True)
+        var = np.mean(centred * centred, axis=-1, keepdims=True)
+        return centred / np.sqrt(var + eps) * weight + bias
+    return apply
+
+
+def _view(p: torch.Tensor) -> np.ndarray:
+    return p.detach().numpy()
+
+
+def _numpy_layer(module: nn.Module) -> Optional[Callable[[np.ndarray], np.ndarray]]:
+    """The numpy version of one trunk/head layer, or None if there is none."""
+    if isinstance(module, nn.Linear):
+        w_t, b = _view(module.weight).T, _view(module.bias)
+        return lambda x: x @ w_t + b
+    if isinstance(module, StackedLinear):  # weight (K, in, out), bias (K, 1, out)
+        w, b = _view(module.weight), _view(module.bias)
+        return lambda x: np.matmul(x, w) + b
+    if isinstance(module, nn.LayerNorm) and module.elementwise_affine and len(module.normalized_shape) == 1:
+        return _layer_norm(_view(module.weight), _view(module.bias), module.eps)
+    if isinstance(module, StackedLayerNorm):
+        return _layer_norm(_view(module.weight), _view(module.bias), module.eps)
+    return NUMPY_ACTIVATIONS.get(type(module))
+
+
+def numpy_forward(net: nn.Module) -> Optional[Callable[[np.ndarray], np.ndarray]]:
+    """obs (..., B, obs_dim) -> Q (..., B, A) in numpy, sharing `net`'s parameters; None where the
+    network is not a plain CPU MLP (pixels, noisy layers, C51, unknown layers, another device)."""
+    if not isinstance(net, (QNetwork, StackedQNetwork)) or net.num_atoms != 1 or net.noisy:
+        return None
+    if getattr(net, "pixels", False) or any(p.device.type != "cpu" or p.dtype != torch.float32
+                                            for p in net.parameters()):
+        return None
+    trunk = [_numpy_layer(m) for m in net.trunk]
+    heads = [_numpy_layer(getattr(net, name)) for name in (("value", "advantage") if net.dueling else ("head",))]
+    if any(f is None for f in trunk + heads):
+        return None
+
+    def forward(obs: np.ndarray) -> np.ndarray:
+        h = np.asarray(obs, dtype=np.float32)
+        for layer in trunk:
+            h = layer(h)
+        if not net.dueling:
+            return heads[0](h)
+        value, adv = heads[0](h), heads[1](h)
+        return value + adv - adv.mean(axis=-1, keepdims=True)
+
+    return forward
+
+
+class GreedyActor:
+    """`actor(obs)` -> greedy actions: obs (B, *obs_shape) -> (B,) for a `QNetwork`, (K, B, ...) ->
+    (K, B) for a `StackedQNetwork`, as numpy int64."""
+
+    def __init__(self, net: nn.Module, device: torch.device):
+        self.net, self.device = net, device
+        self._numpy = numpy_forward(net)
+
+    @property
+    def uses_numpy(self) -> bool:
+        return self._numpy is not None
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        if self._numpy is not None:
+            flat = obs.reshape(*obs.shape[: self._batch_dims(obs)], -1)
+            return self._numpy(flat).argmax(axis=-1)
+        with torch.no_grad():
+            return self.net(torch.as_tensor(obs, device=self.device)).argmax(dim=-1).cpu().numpy()
+
+    def _batch_dims(self, obs: np.ndarray) -> int:
+        return 2 if isinstance(self.net, StackedQNetwork) else 1
