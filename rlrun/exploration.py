@@ -25,16 +25,18 @@ class ExplorationDraws:
     def _draw_block(self) -> None:
         self._block_states = [r.bit_generator.state for r in self.rngs]
         self._draws = np.stack([r.random((self.block, 2 * self.num_envs)) for r in self.rngs])
+        e = self.num_envs
+        self._explore_u = self._draws[:, :, :e]
+        self._actions = (self._draws[:, :, e:] * self.n_actions).astype(np.int64)
         self.cursor = 0
 
     def next(self, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
         """(explore, random_actions) of one env step, each (agents, num_envs)."""
         if self.cursor == self._draws.shape[1]:
             self._draw_block()
-        u = self._draws[:, self.cursor]
+        c = self.cursor
         self.cursor += 1
-        e = self.num_envs
-        return u[:, :e] < epsilon, (u[:, e:] * self.n_actions).astype(np.int64)
+        return self._explore_u[:, c] < epsilon, self._actions[:, c]
 
     def state_dict(self) -> dict:
         """The generators' states at the start of the current block, and how much of it was used."""

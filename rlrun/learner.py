@@ -178,10 +178,12 @@ class DQNLearner:
             grad_norm = clip_grad_norm_per_agent(self._online_params, self.max_grad_norm)
         q, priority = q.float(), priority.float()
         if self.on_nonfinite != "off":  # checked before the step, so the parameters are still good
-            # With fp16, an overflowing gradient is the GradScaler's business (it skips and rescales).
-            values = torch.stack([agent_loss.detach(), q.detach().mean(dim=-1)] + ([] if scaler else [grad_norm]))
-            finite = torch.isfinite(values).reshape(len(values), -1).all(dim=1)
-            if not finite.all():  # a host-device sync per update; algo.on_nonfinite=off removes it
+            # One sum covers all three: the losses and norms are >= 0, and a non-finite Q-value makes its
+            # loss non-finite. With fp16, an overflowing gradient is the GradScaler's business.
+            total = agent_loss.detach() if scaler else agent_loss.detach() + grad_norm
+            if not torch.isfinite(total.sum()):  # a host-device sync per update; algo.on_nonfinite=off removes it
+                values = torch.stack([agent_loss.detach(), q.detach().mean(dim=-1)] + ([] if scaler else [grad_norm]))
+                finite = torch.isfinite(values).reshape(len(values), -1).all(dim=1)
                 bad = [n for n, ok in zip(("td_loss", "q_mean", "grad_norm"), finite.tolist()) if not ok]
                 if self.on_nonfinite == "skip":
                     self.optimizer.zero_grad(set_to_none=True)

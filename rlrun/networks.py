@@ -54,6 +54,28 @@ class NoisyLinear(nn.Module):
         return F.linear(x, weight, self.bias_mu + self.bias_sigma * self.eps_out)
 
 
+# Calling a submodule costs its __call__ machinery (hooks, dispatch): ~4 us per layer on a CPU, a fifth
+# of a small layer's whole cost. `apply_layer` calls the functional form of the common layers directly
+# (forward hooks on these submodules are therefore not run) and falls back to the module otherwise.
+FUNCTIONAL = {
+    nn.Linear: lambda m, x: F.linear(x, m.weight, m.bias),
+    nn.LayerNorm: lambda m, x: F.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps),
+    nn.ReLU: lambda m, x: F.relu(x),
+}
+
+
+def apply_layer(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    fn = FUNCTIONAL.get(type(module))
+    return module(x) if fn is None else fn(module, x)
+
+
+def apply_layers(layers: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    for module in layers:
+        fn = FUNCTIONAL.get(type(module))
+        x = module(x) if fn is None else fn(module, x)
+    return x
+
+
 def _init_linear(net: nn.Module, weight_init) -> None:
     """Re-initialise the plain linear layers (noisy layers keep the paper's scheme); biases to zero.
     Hidden layers get gain sqrt(2) (for ReLU-like activations), output layers gain 1."""
@@ -129,11 +151,11 @@ class QNetwork(nn.Module):
 
     def _outputs(self, obs: torch.Tensor) -> torch.Tensor:
         """(B, A, atoms) action values or logits."""
-        h = self.trunk(obs.float() / 255.0 if self.pixels else obs.flatten(1).float())
+        h = apply_layers(self.trunk, obs.float() / 255.0 if self.pixels else obs.flatten(1).float())
         if not self.dueling:
-            return self.head(h).view(-1, self.n_actions, self.num_atoms)
-        adv = self.advantage(h).view(-1, self.n_actions, self.num_atoms)
-        return self.value(h).view(-1, 1, self.num_atoms) + adv - adv.mean(dim=1, keepdim=True)
+            return apply_layer(self.head, h).view(-1, self.n_actions, self.num_atoms)
+        adv = apply_layer(self.advantage, h).view(-1, self.n_actions, self.num_atoms)
+        return apply_layer(self.value, h).view(-1, 1, self.num_atoms) + adv - adv.mean(dim=1, keepdim=True)
 
     def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
         return self._outputs(obs)

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlrun.networks import ACTIVATIONS, QNetwork
+from rlrun.networks import ACTIVATIONS, FUNCTIONAL, QNetwork, apply_layer, apply_layers
 
 
 class StackedLinear(nn.Module):
@@ -53,6 +53,8 @@ class StackedLayerNorm(nn.Module):
 
 
 STACKABLE = {nn.Linear: StackedLinear, nn.LayerNorm: StackedLayerNorm}
+FUNCTIONAL[StackedLinear] = lambda m, x: torch.baddbmm(m.bias, x, m.weight)
+FUNCTIONAL[StackedLayerNorm] = lambda m, x: torch.addcmul(m.bias, F.layer_norm(x, m.shape, eps=m.eps), m.weight)
 
 
 def unsupported(net: QNetwork) -> list[tuple[str, object, str]]:
@@ -98,11 +100,11 @@ class StackedQNetwork(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """(K, B, *obs_shape) -> (K, B, A) Q-values."""
-        h = self.trunk(obs.flatten(2).float())
+        h = apply_layers(self.trunk, obs.flatten(2).float())
         if not self.dueling:
-            return self.head(h)
-        adv = self.advantage(h)
-        return self.value(h) + adv - adv.mean(dim=2, keepdim=True)
+            return apply_layer(self.head, h)
+        adv = apply_layer(self.advantage, h)
+        return apply_layer(self.value, h) + adv - adv.mean(dim=2, keepdim=True)
 
     def agent_state_dict(self, k: int) -> dict[str, torch.Tensor]:
         """Agent k's parameters in `QNetwork.state_dict()` layout (loads into a single-seed QNetwork)."""

@@ -39,6 +39,7 @@ def rlrun_cmd(s: dict, out: str) -> list[str]:
             f"algo.batch_size={s['batch']}", f"algo.train_freq={s['train_freq']}", "algo.gradient_steps=1",
             f"buffer.capacity={s['buffer']}", "buffer.n_step=1", f"algo.learning_starts={s['learning_starts']}",
             f"optimizer.lr={s['lr']}", "algo.tau=1.0", "algo.lr_end_factor=1.0", "algo.loss=huber",
+            "algo.double=false",  # SB3's DQN is the Nature DQN target, not Double DQN
             f"algo.target_update_period={max(1, s['target_every_env_steps'] // s['train_freq'])}",
             "exploration.end=0.05", f"exploration.duration={int(s['eps_fraction'] * s['steps'])}",
             "eval.interval=0", "log.plot=false", "checkpoint.every=0", "device=cpu", "device.threads=1",
