@@ -105,7 +105,8 @@ class DQNLearner:
         return m
 
     def _loss(self, batch: Batch):
-        """Per-sample loss, the Q(s, a) it was computed for, and the per-sample PER priority."""
+        """Per-sample loss, the Q(s, a) it was computed for, and the per-sample PER priority (None for a
+        uniform batch, which has no importance weights)."""
         if self.distributional:
             logits = self.online.dist_logits(batch.obs)
             idx = batch.actions.view(-1, 1, 1).expand(-1, 1, logits.shape[2])
@@ -115,7 +116,8 @@ class DQNLearner:
             return elementwise, q, elementwise.detach()
         q = self.online(batch.obs).gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)
         target = self.td_target(batch)
-        return self.loss_fn(q, target, reduction="none"), q, (target - q.detach()).abs()
+        priority = (target - q.detach()).abs() if batch.weights is not None else None  # PER batches only
+        return self.loss_fn(q, target, reduction="none"), q, priority
 
     def _setup_acceleration(self, amp: str, compile: bool, compile_mode: str) -> None:
         """AMP autocast (+ GradScaler for fp16) and torch.compile of the loss computation. Each falls back
@@ -176,12 +178,13 @@ class DQNLearner:
             grad_norm = nn.utils.clip_grad_norm_(self._online_params, self.max_grad_norm)
         else:
             grad_norm = clip_grad_norm_per_agent(self._online_params, self.max_grad_norm)
-        q, priority = q.float(), priority.float()
+        q = q.float()
+        priority = None if priority is None else priority.float()
         if self.on_nonfinite != "off":  # checked before the step, so the parameters are still good
             # One sum covers all three: the losses and norms are >= 0, and a non-finite Q-value makes its
             # loss non-finite. With fp16, an overflowing gradient is the GradScaler's business.
             total = agent_loss.detach() if scaler else agent_loss.detach() + grad_norm
-            if not torch.isfinite(total.sum()):  # a host-device sync per update; algo.on_nonfinite=off removes it
+            if not math.isfinite(total.sum().item()):  # a host-device sync per update; algo.on_nonfinite=off removes it
                 values = torch.stack([agent_loss.detach(), q.detach().mean(dim=-1)] + ([] if scaler else [grad_norm]))
                 finite = torch.isfinite(values).reshape(len(values), -1).all(dim=1)
                 bad = [n for n, ok in zip(("td_loss", "q_mean", "grad_norm"), finite.tolist()) if not ok]
