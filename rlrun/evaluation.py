@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlrun.acting import GreedyActor
 from rlrun.envs import finished_episodes
 
 
@@ -16,9 +17,10 @@ def evaluate(q_net: nn.Module, envs, seed: int, device: torch.device) -> np.ndar
     returns = np.full(n, np.nan)
     was_training = q_net.training
     q_net.eval()  # noisy layers use their mean weights
+    act = GreedyActor(q_net, device)
     obs, _ = envs.reset(seed=seed)
     while np.isnan(returns).any():
-        actions = q_net(torch.as_tensor(obs, device=device)).argmax(dim=1).cpu().numpy()
+        actions = act(obs)
         obs, _, _, _, infos = envs.step(actions)
         for i, ret, _ in finished_episodes(infos):
             if np.isnan(returns[i]):
@@ -36,10 +38,10 @@ def evaluate_stacked(q_net: nn.Module, envs, seeds: list[int], device: torch.dev
     returns = np.full(envs.num_envs, np.nan)
     was_training = q_net.training
     q_net.eval()
+    act = GreedyActor(q_net, device)
     obs, _ = envs.reset(seed=[s + j for s in seeds for j in range(per_agent)])
     while np.isnan(returns).any():
-        obs_t = torch.as_tensor(obs, device=device)
-        actions = q_net(obs_t.view(agents, per_agent, *obs_t.shape[1:])).argmax(dim=-1).flatten().cpu().numpy()
+        actions = act(obs.reshape(agents, per_agent, *obs.shape[1:])).reshape(-1)
         obs, _, _, _, infos = envs.step(actions)
         for i, ret, _ in finished_episodes(infos):
             if np.isnan(returns[i]):
