@@ -1,8 +1,9 @@
 """Greedy actions for the training loop: argmax_a Q(s, a) for a batch of observations.
 
 Acting happens at every env step on a handful of observations, where the cost is per call, not per
-FLOP: through torch modules a batch-of-one forward of the default MLP costs ~60-150 us on a CPU, the same
-maths in numpy ~10 us. So on the CPU, MLP networks (single or stacked, with LayerNorm, plain or dueling
+FLOP. Measured on this project's CPU, one observation: the default MLP (128-128, LayerNorm) 45 us through
+torch, 23 us in numpy; a 120-84 MLP without LayerNorm 32 us vs 8 us (16 observations: 55 vs 40 us and
+43 vs 17 us). So on the CPU, MLP networks (single or stacked, with LayerNorm, plain or dueling
 heads) are evaluated in numpy on views of the network's own parameter memory; the views see every
 in-place change (optimizer steps, target syncs do not touch the online net, `load_state_dict` copies in
 place). Anything else (a GPU, pixel encoders, noisy layers, C51) goes through the torch module.
@@ -28,10 +29,19 @@ NUMPY_ACTIVATIONS: dict[type, Callable[[np.ndarray], np.ndarray]] = {nn.ReLU: _r
 
 
 def _layer_norm(weight: np.ndarray, bias: np.ndarray, eps: float) -> Callable[[np.ndarray], np.ndarray]:
-    def apply(x: np.ndarray) -> np.ndarray:
-        centred = x - x.mean(axis=-1, keepdims=True)
-        var = np.mean(centred * centred, axis=-1, keepdims=True)
-        return centred / np.sqrt(var + eps) * weight + bias
+    inv_n = np.float32(1.0 / weight.shape[-1])
+    eps = np.float32(eps)
+
+    def apply(x: np.ndarray) -> np.ndarray:  # ufuncs in place: np.mean's Python wrapper costs more than the maths
+        centred = x - np.add.reduce(x, axis=-1, keepdims=True) * inv_n
+        scale = np.add.reduce(centred * centred, axis=-1, keepdims=True)
+        scale *= inv_n
+        scale += eps
+        np.sqrt(scale, out=scale)
+        centred /= scale
+        centred *= weight
+        centred += bias
+        return centred
     return apply
 
 
@@ -74,7 +84,7 @@ def numpy_forward(net: nn.Module) -> Optional[Callable[[np.ndarray], np.ndarray]
         if not net.dueling:
             return heads[0](h)
         value, adv = heads[0](h), heads[1](h)
-        return value + adv - adv.mean(axis=-1, keepdims=True)
+        return value + adv - np.add.reduce(adv, axis=-1, keepdims=True) / adv.shape[-1]
 
     return forward
 
