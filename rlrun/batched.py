@@ -204,7 +204,7 @@ class BatchedTrainer(Trainer):
         summaries = {}
         for k, (seed, lg) in enumerate(zip(self.seeds, loggers)):
             torch.save(learner.online.agent_state_dict(k), agent_dir(self.out_dir, seed) / "model.pt")
-            summaries[seed] = lg.close(step, status)
+            summaries[seed] = lg.close(step, status, self.summary_extra())
             if cfg.log.plot:
                 lg.plot(f"{cfg.env.id} {cfg.exp_name} seed={seed}")
         return self._write_summary(summaries, status)

@@ -132,7 +132,8 @@ class RunLogger:
         mean = self.mean_return
         self.bar.set_postfix(sps=f"{sps:.0f}", ret100="-" if mean is None else f"{mean:.1f}", eps=f"{epsilon:.3f}")
 
-    def close(self, step: int, status: str = "finished") -> dict[str, Any]:
+    def close(self, step: int, status: str = "finished", extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+        """Write summary.json (the fields below plus `extra`) and close every file."""
         wall = self.wall_before + time.perf_counter() - self.start_time
         summary = {
             "status": status,
@@ -146,6 +147,7 @@ class RunLogger:
             "solved_episode": None if self.solved is None else self.solved["episode"],
             "wall_time_s": wall,
             "sps": step / wall if wall > 0 else None,
+            **(extra or {}),
         }
         if self.best_mean is not None:
             self.writer.add_scalar("hparams/best_mean_return_100", self.best_mean, step)

@@ -418,10 +418,17 @@ class Trainer:
 
         self.save_checkpoint()
         torch.save(learner.online.state_dict(), self.out_dir / "model.pt")
-        summary = logger.close(step, status)
+        summary = logger.close(step, status, self.summary_extra())
         if cfg.log.plot:
             logger.plot(f"{cfg.env.id} {cfg.exp_name} seed={cfg.seed}")
         return summary
+
+    def summary_extra(self) -> dict[str, Any]:
+        """Run-level figures for summary.json besides the logger's own."""
+        extra: dict[str, Any] = {"gradient_updates": self.parts.learner.updates}
+        if self.parts.device.type == "cuda":
+            extra["device_max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(self.parts.device) / 2**20
+        return extra
 
     def close(self) -> None:
         self.parts.envs.close()

@@ -1,7 +1,7 @@
 """rlrun's speed, measured against Stable-Baselines3 and against itself, on one device.
 
     python scripts/benchmark.py peers  [--reps 3]    # whole-process env steps/s, rlrun vs SB3 (needs the bench extra)
-    python scripts/benchmark.py updates [--device cpu]  # gradient updates/s and env steps/s of the training loop
+    python scripts/benchmark.py updates [--device cpu]  # env steps/s, updates/s, peak memory: default, dueling+PER
     python scripts/benchmark.py per    [--device cpu]  # PER sample+update microseconds at 1e4/1e5/1e6 vs uniform
     python scripts/benchmark.py solve  [--seeds 5]   # wall seconds from process start to CartPole 475 (default config)
     python scripts/benchmark.py memory               # bytes of a 1M-transition Atari replay (frames stored once)
@@ -147,26 +147,21 @@ def per(args) -> None:
 
 
 def updates(args) -> None:
-    from hydra import compose, initialize_config_module
-    from pathlib import Path
-
-    import rlrun.train as rt
-
+    """Whole training runs (20k env steps) of the default config and of dueling + PER, each its own process:
+    env steps/s and gradient updates/s of the training loop (summary.json), and peak memory."""
     for overrides in ([], ["network=dueling", "buffer=per"]):
-        with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
-            cfg = compose("config", overrides=[*overrides, f"device={args.device}", "total_steps=20000",
-                                               "eval.interval=0", "log.plot=false", "log.progress_bar=false",
-                                               "checkpoint.every=0", *args.overrides])
         with tempfile.TemporaryDirectory() as out:
-            start = time.perf_counter()
-            summary = rt.train(cfg, Path(out))
-            wall = time.perf_counter() - start
-        num_envs = cfg.env.num_envs
-        update_every = max(1, cfg.algo.train_freq // num_envs)  # iterations between update phases
-        phase_updates = cfg.algo.gradient_steps * max(1, round(num_envs / cfg.algo.train_freq))
-        n_updates = (20_000 - cfg.algo.learning_starts) // num_envs // update_every * phase_updates
-        print(f"{' '.join(overrides + args.overrides) or 'default'}: {summary['env_steps'] / wall:.0f} env steps/s in the loop, "
-              f"~{n_updates / wall:.0f} gradient updates/s (whole loop), {wall:.1f}s")
+            cmd = [sys.executable, "-m", "rlrun.train", *overrides, f"device={args.device}", "total_steps=20000",
+                   "eval.interval=0", "log.plot=false", "log.progress_bar=false", "checkpoint.every=0",
+                   f"hydra.run.dir={out}", *args.overrides]
+            wall, rss = timed(cmd)
+            summary = json.load(open(os.path.join(out, "summary.json")))
+        loop = summary["wall_time_s"]
+        device_mem = summary.get("device_max_memory_allocated_mb")
+        print(f"{' '.join(overrides + args.overrides) or 'default'}: {summary['sps']:.0f} env steps/s and "
+              f"{summary['gradient_updates'] / loop:.0f} gradient updates/s in the training loop ({loop:.1f}s; "
+              f"{wall:.1f}s whole process); peak RSS {rss:.0f} MiB"
+              + (f", peak device memory {device_mem:.0f} MiB" if device_mem is not None else ""), flush=True)
 
 
 def memory(args) -> None:

@@ -47,6 +47,8 @@ def test_dueling_per_run_leaves_everything_behind(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env_steps"] == 4000 and summary["status"] == "finished"
     assert summary["solved_step"] is not None and summary["reward_threshold"] == 10
+    # one gradient step at every 4th env step from 2,500 (learning_starts) to 4,000, both included
+    assert summary["gradient_updates"] == (4000 - 2500) // 4 + 1
     lines = (run_dir / "episodes.csv").read_text().splitlines()
     assert lines[0] == "env_step,episode,return,length"
     assert len(lines) - 1 == summary["episodes"]
