@@ -60,6 +60,7 @@ class DQNLearner:
         if self.agents is not None and on_nonfinite == "skip":
             raise ValueError("on_nonfinite='skip' would skip the update of every stacked agent: use stop or off")
         self._online_params = list(online.parameters())
+        self._cpu = self._online_params[0].device.type == "cpu"
         self._target_params = list(self.target.parameters())
         self._setup_acceleration(amp, compile, compile_mode)
         persistent = online.state_dict().keys()  # excludes noise, which each net samples for itself
@@ -175,7 +176,12 @@ class DQNLearner:
         else:
             loss.backward()
         if self.agents is None:
-            grad_norm = nn.utils.clip_grad_norm_(self._online_params, self.max_grad_norm)
+            grads = [p.grad for p in self._online_params if p.grad is not None]
+            grad_norm = nn.utils.get_total_norm(grads)
+            # clip_grad_norm_'s scaling, min(1, max_norm / (norm + 1e-6)), is a no-op below the threshold:
+            # on the CPU (where reading the norm is free) it is skipped then; on a GPU it always runs, sync-free.
+            if not self._cpu or grad_norm.item() + 1e-6 > self.max_grad_norm:
+                nn.utils.clip_grads_with_norm_(self._online_params, self.max_grad_norm, grad_norm)
         else:
             grad_norm = clip_grad_norm_per_agent(self._online_params, self.max_grad_norm)
         q = q.float()

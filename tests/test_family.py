@@ -115,3 +115,22 @@ def test_dueling_c51_shapes():
     net = QNetwork(3, 4, hidden_sizes=[8], dueling=True, num_atoms=7)
     assert net.dist_logits(torch.zeros(2, 3)).shape == (2, 4, 7)
     assert net(torch.zeros(2, 3)).shape == (2, 4)
+
+
+@pytest.mark.parametrize("max_norm", [1e-3, 1e3])
+def test_gradient_clipping_scales_the_step_to_max_norm(max_norm):
+    """With SGD at lr 1 the parameter change is the (clipped) gradient: its global norm is max_norm when
+    the raw norm is above it, and the raw norm (reported as grad_norm) when below."""
+    torch.manual_seed(0)
+    net = QNetwork(3, 2, hidden_sizes=[8])
+    before = [p.detach().clone() for p in net.parameters()]
+    learner = DQNLearner(net, torch.optim.SGD(net.parameters(), lr=1.0), loss="mse", max_grad_norm=max_norm,
+                         target_update_period=10)
+    gen = torch.Generator().manual_seed(0)
+    b = Batch(torch.randn(16, 3, generator=gen), torch.randint(0, 2, (16,), generator=gen),
+              torch.randn(16, generator=gen) * 5, torch.randn(16, 3, generator=gen), torch.full((16,), 0.9),
+              torch.arange(16), None, torch.zeros(16))
+    raw = learner.update(b)["grad_norm"].item()
+    step = torch.sqrt(sum(((p.detach() - q) ** 2).sum() for p, q in zip(net.parameters(), before))).item()
+    assert raw > 1e-3
+    assert step == pytest.approx(min(raw, max_norm), rel=1e-4)
