@@ -159,8 +159,11 @@ class BatchedTrainer(Trainer):
                 step += num_envs
                 iteration += 1
 
+                ended = {}  # agent -> its episodes that ended at this step
                 for i, ret, length in finished_episodes(infos):
-                    loggers[agent_of_env[i]].episode_end(step, ret, length)
+                    ended.setdefault(agent_of_env[i], []).append((ret, length))
+                for agent, episodes in ended.items():
+                    loggers[agent].episodes_end(step, episodes)
 
                 if step >= learning_starts and iteration % update_every == 0:
                     beta = self.update_phase(step, iteration, obs, phase_updates)

@@ -99,8 +99,18 @@ class RunLogger:
     def mean_return(self) -> Optional[float]:
         return float(np.mean(self.window)) if self.window else None
 
-    def episode_end(self, step: int, ret: float, length: int) -> bool:
-        """Record one finished episode; returns True on the episode that first solves the env."""
+    def episodes_end(self, step: int, episodes: list[tuple[float, int]]) -> bool:
+        """Record the (return, length) of the episodes that finished at env step `step` (vector envs can end
+        several at once). charts/mean_return_100 is written once per step, after all of them, so its curve
+        has one value per step. Returns True if one of them first solves the env."""
+        solved = False
+        for ret, length in episodes:
+            solved |= self._episode_end(step, ret, length)
+        if episodes:
+            self.writer.add_scalar("charts/mean_return_100", self.mean_return, step)
+        return solved
+
+    def _episode_end(self, step: int, ret: float, length: int) -> bool:
         self.episode += 1
         self.window.append(ret)
         self.history.append((step, ret))
@@ -108,7 +118,6 @@ class RunLogger:
         mean = self.mean_return
         self.writer.add_scalar("charts/episodic_return", ret, step)
         self.writer.add_scalar("charts/episodic_length", length, step)
-        self.writer.add_scalar("charts/mean_return_100", mean, step)
         if len(self.window) == self.window.maxlen:
             self.best_mean = mean if self.best_mean is None else max(self.best_mean, mean)
         if (self.solved is None and self.reward_threshold is not None

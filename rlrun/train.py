@@ -371,9 +371,7 @@ class Trainer:
                 step += num_envs
                 iteration += 1
 
-                solved = False
-                for _, ret, length in finished_episodes(infos):
-                    solved |= logger.episode_end(step, ret, length)
+                solved = logger.episodes_end(step, [(ret, length) for _, ret, length in finished_episodes(infos)])
 
                 if step >= learning_starts and iteration % update_every == 0:
                     beta = self.update_phase(step, iteration, obs, phase_updates)
