@@ -34,7 +34,7 @@ SETTINGS = {
 
 
 def rlrun_cmd(s: dict, out: str) -> list[str]:
-    return [sys.executable, "-m", "rlrun.train", f"total_steps={s['steps']}",
+    return [sys.executable, "-m", "rlrun.train", f"total_steps={s['steps']}", "env.num_envs=1",  # SB3: one env
             f"network.hidden_sizes=[{','.join(map(str, s['hidden']))}]", "network.layer_norm=false",
             f"algo.batch_size={s['batch']}", f"algo.train_freq={s['train_freq']}", "algo.gradient_steps=1",
             f"buffer.capacity={s['buffer']}", "buffer.n_step=1", f"algo.learning_starts={s['learning_starts']}",
@@ -235,8 +235,9 @@ def solve(args) -> None:
     walls, steps = [], []
     for seed in range(args.seeds):
         with tempfile.TemporaryDirectory() as out:
-            cmd = [sys.executable, "-m", "rlrun.train", f"seed={seed}", "stop_on_solve=true", "eval.interval=0",
-                   "log.plot=false", "checkpoint.every=0", f"hydra.run.dir={out}", *args.overrides]
+            # The default config as a user runs it (evaluations, checkpoints, the plot), stopping once solved.
+            cmd = [sys.executable, "-m", "rlrun.train", f"seed={seed}", "stop_on_solve=true",
+                   "log.progress_bar=false", f"hydra.run.dir={out}", *args.overrides]
             wall, _ = timed(cmd)
             summary = json.load(open(os.path.join(out, "summary.json")))
         walls.append(wall)

@@ -79,11 +79,11 @@ def test_cuda_graphs_without_cuda_warns_and_trains(tmp_path, compose):
         pytest.skip("this machine has CUDA")
     import rlrun.train as rt
 
-    cfg = compose("device.cuda_graphs=true", "total_steps=300", "algo.learning_starts=100", "eval.interval=0",
+    cfg = compose("device.cuda_graphs=true", "total_steps=320", "algo.learning_starts=100", "eval.interval=0",
                   "log.plot=false", "log.progress_bar=false")
     with pytest.warns(UserWarning, match="cuda_graphs=true needs a CUDA device"):
         summary = rt.train(cfg, tmp_path)
-    assert summary["env_steps"] == 300
+    assert summary["env_steps"] == 320
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -182,13 +182,13 @@ def test_batched_multirun_reports_agents_as_seeds(tmp_path):
     from rlrun.report import load_sweep
 
     sweep = tmp_path / "sweep"
-    run_cli("-m", "optimizer.lr=1e-3,3e-3", "seeds=2", "device=cpu", "total_steps=600", "algo.learning_starts=200",
+    run_cli("-m", "optimizer.lr=1e-3,3e-3", "seeds=2", "device=cpu", "total_steps=640", "algo.learning_starts=200",
             "eval.interval=0", "log.plot=false", "checkpoint.every=0", f"hydra.sweep.dir={sweep}")
     df = load_sweep(sweep)
     assert len(df) == 4
     assert sorted(df["cfg.seed"]) == [0, 0, 1, 1]
     assert sorted(df["configuration"].unique()) == ["optimizer.lr=0.001", "optimizer.lr=0.003"]
-    assert (df["status"] == "finished").all() and (df["env_steps"] == 600).all()
+    assert (df["status"] == "finished").all() and (df["env_steps"] == 640).all()
     assert (sweep / "report.md").exists()
     # Each agent's own config is that of the single-seed run it equals, ready for rlrun.evaluate.
     from omegaconf import OmegaConf

@@ -16,7 +16,8 @@ REQUIRED_TAGS = {
     "per/priority_max", "per/priority_mean", "per/ess_fraction", "eval/mean_return", "eval/std_return",
     "hparams/best_mean_return_100",
 }
-TINY = ["total_steps=4000", "algo.learning_starts=2500", "log.interval=250", "eval.interval=500",
+# CartPole's defaults step 16 envs at a time: every step count here is a whole number of vector steps.
+TINY = ["total_steps=4000", "algo.learning_starts=2500", "log.interval=400", "eval.interval=800",
         "eval.episodes=2", "env.reward_threshold=10"]
 
 
@@ -39,16 +40,17 @@ def test_dueling_per_run_leaves_everything_behind(tmp_path):
     tags = set(acc.Tags()["scalars"])
     assert REQUIRED_TAGS <= tags, REQUIRED_TAGS - tags
     epsilon = dict((e.step, e.value) for e in acc.Scalars("charts/epsilon"))
-    assert epsilon[250] == 1.0  # uniform-random play before learning starts (2500)
-    assert epsilon[3000] == pytest.approx(1 - (1 - 0.01) * 3000 / 10_000)  # linear 1 -> 0.01 over 10k steps
+    assert epsilon[400] == 1.0  # uniform-random play before learning starts (2500)
+    assert epsilon[3200] == pytest.approx(1 - (1 - 0.01) * 3200 / 10_000)  # linear 1 -> 0.01 over 10k steps
     assert 0 < acc.Scalars("replay/unique_fraction")[-1].value <= 1
     assert "config" in acc.Tags()["tensors"] or acc.Tags().get("tensors")  # config text
 
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env_steps"] == 4000 and summary["status"] == "finished"
     assert summary["solved_step"] is not None and summary["reward_threshold"] == 10
-    # one gradient step at every 4th env step from 2,500 (learning_starts) to 4,000, both included
-    assert summary["gradient_updates"] == (4000 - 2500) // 4 + 1
+    # one gradient step per vector step (16 env steps, algo.train_freq=16), from the first step at or
+    # after learning_starts (2,512) to 4,000, both included
+    assert summary["gradient_updates"] == (4000 - 2512) // 16 + 1
     lines = (run_dir / "episodes.csv").read_text().splitlines()
     assert lines[0] == "env_step,episode,return,length"
     assert len(lines) - 1 == summary["episodes"]
@@ -65,7 +67,7 @@ def test_help_lists_groups_and_cfg_prints_config():
     assert proc.returncode == 0
     for line in ["network: c51, cnn, dueling, mlp, noisy", "buffer: per, uniform", "optimizer: adam, rmsprop, sgd",
                  "device: auto, cpu, cuda", "env: acrobot, atari, cartpole, lunarlander, mountaincar, pendulum",
-                 "experiment: atari, cartpole_fast, lunarlander_dqn, mountaincar_dqn, pendulum_dqn, rainbow, rainbow_acrobot", "hparams_search: optuna"]:
+                 "experiment: atari, lunarlander_dqn, mountaincar_dqn, pendulum_dqn, rainbow, rainbow_acrobot", "hparams_search: optuna"]:
         assert line in proc.stdout
     proc = run_train("network=dueling", "--cfg", "job")
     assert proc.returncode == 0 and "dueling: true" in proc.stdout
