@@ -135,7 +135,7 @@ class BatchedTrainer(Trainer):
         def crossed(interval: int) -> bool:
             return interval > 0 and step // interval > (step - num_envs) // interval
 
-        step, iteration, obs, beta = self.step, self.iteration, self.obs, 1.0
+        step, iteration, obs = self.step, self.iteration, self.obs
         last_log_time, last_log_step = time.perf_counter(), step
         status = "finished"
         main_thread = threading.current_thread() is threading.main_thread()
@@ -166,7 +166,7 @@ class BatchedTrainer(Trainer):
                     loggers[agent].episodes_end(step, episodes)
 
                 if step >= learning_starts and iteration % update_every == 0:
-                    beta = self.update_phase(step, iteration, obs, phase_updates)
+                    self.update_phase(step, iteration, obs, phase_updates)
 
                 if crossed(log_interval) or step >= total_steps:
                     now = time.perf_counter()
@@ -179,7 +179,7 @@ class BatchedTrainer(Trainer):
                     if device.type == "cuda":
                         common["device/memory_allocated_mb"] = torch.cuda.memory_allocated(device) / 2**20
                         common["device/max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
-                    self._log_window(step, common, beta)
+                    self._log_window(step, common, buffer.beta(step, total_steps) if self.prioritized else 1.0)
                     loggers[0].progress(step, sps, epsilon)
 
                 if crossed(eval_interval) or (eval_interval and step >= total_steps):

@@ -269,7 +269,7 @@ class Trainer:
     # --- pieces of the loop shared with rlrun.batched ----------------------------------------
     def update_phase(self, step: int, iteration: int, obs: Any, count: int) -> float:
         """`count` gradient steps (with the lr schedule and PER's beta at `step`); their metrics stay on the
-        device in `self.window`. Returns beta."""
+        device in `self.window`."""
         p = self.parts
         learner, buffer, frames = p.learner, p.buffer, p.frames
         batch_size, lr0, lr_end_factor, total_steps = self._phase
@@ -296,7 +296,6 @@ class Trainer:
                 self.window.setdefault(k, []).append(metrics[k])
             self.window.setdefault("sample_age", []).append(batch.age.float().mean(dim=-1))
             self.sampled.append(batch.indices)
-        return beta
 
     METRIC_TAGS = {"td_loss": "losses/td_loss", "q_mean": "losses/q_mean", "q_var": "losses/q_var",
                    "grad_norm": "losses/grad_norm", "sample_age": "replay/sample_age"}
@@ -343,7 +342,7 @@ class Trainer:
         def crossed(interval: int) -> bool:
             return interval > 0 and step // interval > (step - num_envs) // interval
 
-        step, iteration, obs, beta = self.step, self.iteration, self.obs, 1.0
+        step, iteration, obs = self.step, self.iteration, self.obs
         last_log_time, last_log_step = time.perf_counter(), step
         status = "finished"
         # Signal handlers can only be installed from the main thread (not, e.g., in threaded sweep trials).
@@ -374,7 +373,7 @@ class Trainer:
                 solved = logger.episodes_end(step, [(ret, length) for _, ret, length in finished_episodes(infos)])
 
                 if step >= learning_starts and iteration % update_every == 0:
-                    beta = self.update_phase(step, iteration, obs, phase_updates)
+                    self.update_phase(step, iteration, obs, phase_updates)
 
                 if crossed(log_interval) or step >= total_steps:
                     now = time.perf_counter()
@@ -386,7 +385,7 @@ class Trainer:
                               "replay/size": len(buffer), "charts/updates": learner.updates,
                               "charts/skipped_updates": learner.skipped}
                     if self.window and self.prioritized:
-                        values["per/beta"] = beta
+                        values["per/beta"] = buffer.beta(step, total_steps)  # the schedule at this step
                     values.update(self.read_window())
                     if frames is not None:
                         frames.check(buffer)
