@@ -76,7 +76,10 @@ class DQNLearner:
     def td_target(self, batch: Batch) -> torch.Tensor:
         """r + discount * Q_target(s', a*)."""
         next_q = self.target(batch.next_obs)
-        next_v = next_q.gather(-1, self._next_actions(batch.next_obs, next_q)).squeeze(-1)
+        if self.double:
+            next_v = next_q.gather(-1, self._next_actions(batch.next_obs, next_q)).squeeze(-1)
+        else:  # the target net's own argmax: its max, in one op
+            next_v = next_q.amax(dim=-1)
         return batch.rewards + batch.discounts * next_v
 
     @torch.no_grad()
@@ -161,12 +164,14 @@ class DQNLearner:
             self.target.reset_noise()
         with self._autocast():
             elementwise, q, priority = self._compute_loss(batch)
-            elementwise = elementwise.float()
+            if self.amp != "none":
+                elementwise, q = elementwise.float(), q.float()
+                priority = None if priority is None else priority.float()
             weighted = elementwise * batch.weights if batch.weights is not None else elementwise
             # With stacked agents (K, B): each agent's mean loss, summed, so agent k's gradient is exactly
             # that of its own mean loss. A single agent's (B,) gives the plain mean.
             agent_loss = weighted.mean(dim=-1)
-            loss = agent_loss.sum()
+            loss = agent_loss if self.agents is None else agent_loss.sum()
 
         self.optimizer.zero_grad(set_to_none=True)
         scaler = self._scaler
@@ -175,22 +180,25 @@ class DQNLearner:
             scaler.unscale_(self.optimizer)
         else:
             loss.backward()
+        host_total = None  # on the CPU, the loss + gradient norm read as floats (reading is free there)
         if self.agents is None:
             grads = [p.grad for p in self._online_params if p.grad is not None]
             grad_norm = nn.utils.get_total_norm(grads)
             # clip_grad_norm_'s scaling, min(1, max_norm / (norm + 1e-6)), is a no-op below the threshold:
-            # on the CPU (where reading the norm is free) it is skipped then; on a GPU it always runs, sync-free.
-            if not self._cpu or grad_norm.item() + 1e-6 > self.max_grad_norm:
+            # on the CPU it is skipped then; on a GPU it always runs, sync-free.
+            if self._cpu:
+                norm = grad_norm.item()
+                host_total = agent_loss.item() + (0.0 if scaler else norm)
+            if not self._cpu or norm + 1e-6 > self.max_grad_norm:
                 nn.utils.clip_grads_with_norm_(self._online_params, self.max_grad_norm, grad_norm)
         else:
             grad_norm = clip_grad_norm_per_agent(self._online_params, self.max_grad_norm)
-        q = q.float()
-        priority = None if priority is None else priority.float()
         if self.on_nonfinite != "off":  # checked before the step, so the parameters are still good
             # One sum covers all three: the losses and norms are >= 0, and a non-finite Q-value makes its
             # loss non-finite. With fp16, an overflowing gradient is the GradScaler's business.
-            total = agent_loss.detach() if scaler else agent_loss.detach() + grad_norm
-            if not math.isfinite(total.sum().item()):  # a host-device sync per update; algo.on_nonfinite=off removes it
+            if host_total is None:  # a host-device sync per update; algo.on_nonfinite=off removes it
+                host_total = (agent_loss.detach() if scaler else agent_loss.detach() + grad_norm).sum().item()
+            if not math.isfinite(host_total):
                 values = torch.stack([agent_loss.detach(), q.detach().mean(dim=-1)] + ([] if scaler else [grad_norm]))
                 finite = torch.isfinite(values).reshape(len(values), -1).all(dim=1)
                 bad = [n for n, ok in zip(("td_loss", "q_mean", "grad_norm"), finite.tolist()) if not ok]
@@ -208,11 +216,11 @@ class DQNLearner:
         self.updates += 1
         if self.updates % self.target_update_period == 0:
             self.sync_target()
-        q = q.detach()
+        q_var, q_mean = torch.var_mean(q.detach(), dim=-1, unbiased=False)
         return {
             "td_loss": agent_loss.detach(),
-            "q_mean": q.mean(dim=-1),
-            "q_var": q.var(dim=-1, unbiased=False),
+            "q_mean": q_mean,
+            "q_var": q_var,
             "grad_norm": grad_norm,
             "priority": priority,
         }

@@ -294,7 +294,7 @@ class Trainer:
                 buffer.update_priorities(batch.indices, metrics["priority"])
             for k in ("td_loss", "q_mean", "q_var", "grad_norm"):
                 self.window.setdefault(k, []).append(metrics[k])
-            self.window.setdefault("sample_age", []).append(batch.age.float().mean(dim=-1))
+            self.window.setdefault("sample_age", []).append(batch.age.mean(dim=-1, dtype=torch.float32))
             self.sampled.append(batch.indices)
 
     METRIC_TAGS = {"td_loss": "losses/td_loss", "q_mean": "losses/q_mean", "q_var": "losses/q_var",
