@@ -267,7 +267,7 @@ class Trainer:
         return ckpt.save(self.out_dir, self.state_dict())
 
     # --- pieces of the loop shared with rlrun.batched ----------------------------------------
-    def update_phase(self, step: int, iteration: int, obs: Any, count: int) -> float:
+    def update_phase(self, step: int, iteration: int, obs: Any, count: int) -> None:
         """`count` gradient steps (with the lr schedule and PER's beta at `step`); their metrics stay on the
         device in `self.window`."""
         p = self.parts
