@@ -101,10 +101,10 @@ class BatchedTrainer(Trainer):
         return [s + i for s in self.seeds for i in range(self.cfg.env.num_envs)]
 
     # --- the loop ---------------------------------------------------------------------------
-    def _log_window(self, step: int, common: dict[str, float], beta: float) -> None:
+    def _log_window(self, step: int, common: dict[str, float]) -> None:
         """Per-agent window metrics, read with one host-device sync for all agents."""
-        if self.window and self.prioritized:
-            common = {**common, "per/beta": beta}
+        if self.window and self.prioritized:  # the schedule at this step
+            common = {**common, "per/beta": self.parts.buffer.beta(step, self.cfg.total_steps)}
         per_agent = self.read_window()
         sizes = self.parts.buffer.sizes
         for k, lg in enumerate(self.loggers):
@@ -179,7 +179,7 @@ class BatchedTrainer(Trainer):
                     if device.type == "cuda":
                         common["device/memory_allocated_mb"] = torch.cuda.memory_allocated(device) / 2**20
                         common["device/max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
-                    self._log_window(step, common, buffer.beta(step, total_steps) if self.prioritized else 1.0)
+                    self._log_window(step, common)
                     loggers[0].progress(step, sps, epsilon)
 
                 if crossed(eval_interval) or (eval_interval and step >= total_steps):

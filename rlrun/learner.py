@@ -186,10 +186,12 @@ class DQNLearner:
             grad_norm = nn.utils.get_total_norm(grads)
             # clip_grad_norm_'s scaling, min(1, max_norm / (norm + 1e-6)), is a no-op below the threshold:
             # on the CPU it is skipped then; on a GPU it always runs, sync-free.
+            clip = True
             if self._cpu:
                 norm = grad_norm.item()
                 host_total = agent_loss.item() + (0.0 if scaler else norm)
-            if not self._cpu or norm + 1e-6 > self.max_grad_norm:
+                clip = norm + 1e-6 > self.max_grad_norm
+            if clip:
                 nn.utils.clip_grads_with_norm_(self._online_params, self.max_grad_norm, grad_norm)
         else:
             grad_norm = clip_grad_norm_per_agent(self._online_params, self.max_grad_norm)
