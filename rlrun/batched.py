@@ -30,7 +30,7 @@ import torch
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from rlrun import schedules
+from rlrun import rundir, schedules
 from rlrun.envs import finished_episodes, next_obs_for_storage
 from rlrun.evaluation import evaluate_stacked
 from rlrun.exploration import ExplorationDraws
@@ -120,7 +120,7 @@ class BatchedTrainer(Trainer):
 
         a, x = cfg.algo, cfg.exploration
         num_envs, total_steps = cfg.env.num_envs, cfg.total_steps
-        learning_starts, gradient_steps = a.learning_starts, a.gradient_steps
+        learning_starts, gradient_steps, batch_size = a.learning_starts, a.gradient_steps, a.batch_size
         # Keep the update ratio of train_freq env steps per gradient_steps updates with many vector envs:
         # an update phase every `update_every` iterations, `phase_updates` gradient steps in each.
         update_every = max(1, a.train_freq // num_envs)
@@ -159,13 +159,13 @@ class BatchedTrainer(Trainer):
                 step += num_envs
                 iteration += 1
 
-                ended = {}  # agent -> its episodes that ended at this step
+                ended = {}  # agent -> its episodes that ended at this step, at its own env steps
                 for i, ret, length in finished_episodes(infos):
-                    ended.setdefault(agent_of_env[i], []).append((ret, length))
+                    ended.setdefault(agent_of_env[i], []).append((step - num_envs + i % num_envs + 1, ret, length))
                 for agent, episodes in ended.items():
                     loggers[agent].episodes_end(step, episodes)
 
-                if step >= learning_starts and iteration % update_every == 0:
+                if step >= learning_starts and iteration % update_every == 0 and len(buffer) >= batch_size:
                     self.update_phase(step, iteration, obs, phase_updates)
 
                 if crossed(log_interval) or step >= total_steps:
@@ -206,7 +206,8 @@ class BatchedTrainer(Trainer):
         self.save_checkpoint()
         summaries = {}
         for k, (seed, lg) in enumerate(zip(self.seeds, loggers)):
-            torch.save(learner.online.agent_state_dict(k), agent_dir(self.out_dir, seed) / "model.pt")
+            with rundir.open_atomic(agent_dir(self.out_dir, seed) / "model.pt") as f:
+                torch.save(learner.online.agent_state_dict(k), f)
             summaries[seed] = lg.close(step, status, self.summary_extra())
             if cfg.log.plot:
                 lg.plot(f"{cfg.env.id} {cfg.exp_name} seed={seed}")
@@ -220,7 +221,7 @@ class BatchedTrainer(Trainer):
                    "final_mean_return_100": float(np.mean(finals)) if finals else None,
                    "solved": sum(s["solved_step"] is not None for s in summaries.values()),
                    "agents": {str(seed): s for seed, s in summaries.items()}}
-        (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        rundir.write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         return summary
 
 

@@ -8,6 +8,7 @@ A checkpoint is a dict of tensors, numbers, strings, lists and dicts only, loade
 from __future__ import annotations
 
 import os
+import pickle
 import random
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,18 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlrun.rundir import open_atomic
+
 LATEST, PREVIOUS = "checkpoint.pt", "checkpoint.prev.pt"
 
 
 class CheckpointError(RuntimeError):
     pass
+
+
+# What every checkpoint of a run holds; a file that loads but lacks these (a copied model.pt, say) is
+# treated like a damaged one.
+REQUIRED = ("format", "config", "step", "learner", "buffer")
 
 
 def to_safe(obj: Any) -> Any:
@@ -51,15 +59,9 @@ def save(run_dir: Path, state: dict[str, Any]) -> Path:
     file and fsynced, the old one is renamed to `.prev`, then the new one is renamed into place.
     """
     run_dir = Path(run_dir)
-    tmp = run_dir / (LATEST + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # a disk-full or killed write never replaces a good checkpoint
-        raise
+    tmp = run_dir / (LATEST + ".new")
+    with open_atomic(tmp) as f:
+        torch.save(state, f)
     latest = run_dir / LATEST
     if latest.exists():
         os.replace(latest, run_dir / PREVIOUS)
@@ -67,19 +69,43 @@ def save(run_dir: Path, state: dict[str, Any]) -> Path:
     return latest
 
 
+def read(path: Path, map_location: Any = "cpu") -> Any:
+    """A file written by `torch.save`, loaded without running code (`weights_only=True`). Raises
+    `CheckpointError` with a one-line reason otherwise."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # truncated, corrupt, unreadable, or holding Python objects
+        if isinstance(e, pickle.UnpicklingError) and "Unsupported global" in str(e):
+            # torch's message advises loading with weights_only=False: never pass that on
+            raise CheckpointError(f"{path}: not an rlrun checkpoint (it holds Python objects, which rlrun "
+                                  "never loads)") from None
+        reason = "" if isinstance(e, pickle.UnpicklingError) else f" ({type(e).__name__}: {str(e).splitlines()[0]})"
+        raise CheckpointError(f"{path}: unreadable, damaged or not written by torch.save{reason}") from None
+
+
+def load_file(path: Path, map_location: Any = "cpu") -> dict[str, Any]:
+    """One checkpoint file, loaded without running code and checked to be an rlrun checkpoint."""
+    state = read(path, map_location)
+    missing = [k for k in REQUIRED if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise CheckpointError(f"{path}: not an rlrun checkpoint (no {', '.join(missing)})")
+    return state
+
+
 def load(run_dir: Path, map_location: Any = "cpu") -> tuple[dict[str, Any], Path]:
-    """The newest loadable checkpoint of a run, falling back to the previous one if the newest is damaged."""
+    """The newest loadable checkpoint of a run, falling back to the previous one if the newest is damaged
+    (the caller says so to the user: the returned path is then `PREVIOUS`)."""
     errors = []
     for name in (LATEST, PREVIOUS):
         path = Path(run_dir) / name
         if not path.exists():
             continue
         try:
-            return torch.load(path, map_location=map_location, weights_only=True), path
-        except Exception as e:  # truncated, corrupt or not a checkpoint at all
-            errors.append(f"{path}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            return load_file(path, map_location), path
+        except CheckpointError as e:
+            errors.append(str(e))
     if errors:
-        raise CheckpointError("no loadable checkpoint in " + str(run_dir) + ":\n  " + "\n  ".join(errors))
+        raise CheckpointError("no loadable checkpoint in " + str(run_dir) + ": " + "; ".join(errors))
     raise CheckpointError(f"{run_dir} has no checkpoint ({LATEST})")
 
 

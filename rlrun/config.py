@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 
 @dataclass
@@ -204,3 +205,30 @@ SCHEMAS = {
     "schema_sgd": SGDConfig,
     "schema_device": DeviceConfig,
 }
+
+
+# The only classes a config may name in `_target_`, per group, with the schema of each. A config read from
+# a run directory or a checkpoint is checked against these (`rlrun.validate.check_schema`) and rebuilt on
+# them (`from_saved`), so nothing read from disk chooses which code runs.
+GROUP_TARGETS: dict[str, dict[str, type]] = {
+    "network": {"rlrun.networks.QNetwork": QNetworkConfig},
+    "buffer": {"rlrun.replay.ReplayBuffer": UniformBufferConfig,
+               "rlrun.replay.PrioritizedReplayBuffer": PrioritizedBufferConfig},
+    "optimizer": {"torch.optim.Adam": AdamConfig, "torch.optim.RMSprop": RMSpropConfig, "torch.optim.SGD": SGDConfig},
+}
+
+
+def from_saved(saved: Any) -> DictConfig:
+    """A config read from a run directory or a checkpoint, rebuilt on rlrun's own schemas: unknown keys
+    and targets outside `GROUP_TARGETS` are refused and types are checked (`ConfigError`), keys missing
+    from an older run get the schema's defaults."""
+    from rlrun.validate import ConfigError, check_schema
+
+    check_schema(saved)
+    groups = {g: GROUP_TARGETS[g][saved[g]["_target_"]]() for g in GROUP_TARGETS}
+    schema = OmegaConf.structured(RunConfig(env=EnvConfig(), device=DeviceConfig(), **groups))
+    try:
+        return OmegaConf.merge(schema, saved)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None) or "config"
+        raise ConfigError(key, getattr(e, "value", None), str(e).splitlines()[0]) from None

@@ -7,10 +7,44 @@ from typing import Optional
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.wrappers import FrameStackObservation
 from gymnasium.vector import AutoresetMode
-from rlrun.wrappers import DiscretizeAction
+from gymnasium.wrappers import FlattenObservation, FrameStackObservation
 from gymnasium.wrappers.vector import ClipReward, NormalizeReward, RecordEpisodeStatistics, TransformReward
+
+from rlrun.validate import ConfigError
+from rlrun.wrappers import DiscretizeAction
+
+
+def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
+    """The registered spec of `env_id` (registering ALE's games first for `ALE/` ids), or a ConfigError."""
+    if env_id.startswith("ALE/"):
+        try:
+            import ale_py
+
+            gym.register_envs(ale_py)
+        except ImportError:
+            raise ConfigError("env.id", env_id, "an installed env: ALE games need the atari extra "
+                              "(pip install -e '.[atari]')") from None
+    try:
+        return gym.spec(env_id)
+    except gym.error.Error as e:
+        raise ConfigError("env.id", env_id, f"a registered gymnasium id ({e})") from None
+
+
+def check_spaces(envs: gym.vector.VectorEnv, env_id: str) -> None:
+    """DQN needs a Discrete action space and a Box observation space (Discrete observations arrive one-hot)."""
+    action_space, obs_space = envs.single_action_space, envs.single_observation_space
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise ConfigError("env.id", env_id, f"an env with a Discrete action space (this one has {action_space}; "
+                          "set env.action_bins=N to discretise a continuous one)")
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise ConfigError("env.id", env_id, "an env with a Box or Discrete observation space "
+                          f"(this one has {obs_space})")
+
+
+def one_hot_discrete(env: gym.Env) -> gym.Env:
+    """Discrete observations (FrozenLake, Taxi) as one-hot float vectors, as Stable-Baselines3 does."""
+    return FlattenObservation(env) if isinstance(env.observation_space, gym.spaces.Discrete) else env
 
 
 def make_vector_env(
@@ -38,7 +72,7 @@ def make_vector_env(
     and none links two episodes (see `next_obs_for_storage`).
     """
     kwargs = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
-    wrappers = [] if action_bins is None else [partial(DiscretizeAction, bins=action_bins)]
+    wrappers = [one_hot_discrete] + ([] if action_bins is None else [partial(DiscretizeAction, bins=action_bins)])
     if atari is not None:
         import ale_py  # noqa: F401  (the `atari` extra)
         from gymnasium.wrappers import AtariPreprocessing

@@ -12,15 +12,19 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
 import torch
+import yaml
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt
+from rlrun import rundir
+from rlrun.config import from_saved
+from rlrun.validate import ConfigError, validate
 from rlrun.device import resolve_device
 from rlrun.envs import make_vector_env
 from rlrun.evaluation import evaluate
@@ -29,44 +33,75 @@ from rlrun.wrappers import DiscretizeAction
 USAGE = "usage: python -m rlrun.evaluate <run dir or checkpoint.pt> [episodes=10] [seed=0] [video=false] [device=auto]"
 
 
+def fail(code: int, message: str) -> NoReturn:
+    print(f"rlrun.evaluate: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
 def parse(argv: list[str]) -> tuple[Path, dict[str, Any]]:
-    if not argv or argv[0] in ("-h", "--help") or ("=" in argv[0] and not Path(argv[0]).exists()):
-        raise SystemExit(USAGE)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stdout if argv else sys.stderr)
+        sys.exit(0 if argv else 2)
     opts: dict[str, Any] = {"episodes": 10, "seed": 0, "video": False, "device": "auto"}
     for arg in argv[1:]:
         key, sep, value = arg.partition("=")
         if not sep or key not in opts:
-            raise SystemExit(f"rlrun.evaluate: unknown argument {arg!r}; allowed keys: {', '.join(opts)}\n{USAGE}")
+            fail(2, f"unknown argument {arg!r}; allowed keys: {', '.join(opts)}")
         if key in ("episodes", "seed"):
             try:
                 opts[key] = int(value)
             except ValueError:
-                raise SystemExit(f"rlrun.evaluate: {key} must be an integer, got {value!r}") from None
+                fail(2, f"{key} must be an integer, got {value!r}")
         elif key == "video":
             opts[key] = value.lower() in ("1", "true", "yes")
         else:
             opts[key] = value
     if opts["episodes"] < 1:
-        raise SystemExit(f"rlrun.evaluate: episodes must be >= 1, got {opts['episodes']}")
+        fail(2, f"episodes must be >= 1, got {opts['episodes']}")
+    if not 0 <= opts["seed"] < 2**32:
+        fail(2, f"seed must be in [0, {2**32 - 1}], got {opts['seed']}")
+    if opts["device"] not in ("auto", "cpu", "cuda"):
+        fail(2, f"device must be one of auto, cpu, cuda, got {opts['device']!r}")
     return Path(argv[0]), opts
 
 
-def load_policy(path: Path, device: torch.device):
-    """(config, network, directory) from a checkpoint file or a run directory."""
-    agents = sorted(path.glob("seed=*/model.pt")) if path.is_dir() else []
-    if agents:  # a batched run (seeds=K): each agent is evaluated on its own, like a single-seed run
-        raise SystemExit(f"rlrun.evaluate: {path} is a batched run of {len(agents)} agents; evaluate one of them: "
-                         + ", ".join(str(a.parent) for a in agents))
-    if path.is_file():
-        state = torch.load(path, map_location=device, weights_only=True)
-        return OmegaConf.create(state["config"]), state["learner"]["online"], path.parent
-    if (path / ckpt.LATEST).exists() or (path / ckpt.PREVIOUS).exists():
-        state, _ = ckpt.load(path, map_location=device)
-        return OmegaConf.create(state["config"]), state["learner"]["online"], path
-    if (path / "model.pt").exists() and (path / ".hydra" / "config.yaml").exists():
-        cfg = OmegaConf.load(path / ".hydra" / "config.yaml")
-        return cfg, torch.load(path / "model.pt", map_location=device, weights_only=True), path
-    raise SystemExit(f"rlrun.evaluate: {path} is neither a checkpoint nor a run directory with weights")
+def saved_config(run_dir: Path) -> DictConfig:
+    """A run's `.hydra/config.yaml`, checked and rebuilt on rlrun's schemas like a checkpoint's config."""
+    path = run_dir / ".hydra" / "config.yaml"
+    if not path.exists():
+        raise ckpt.CheckpointError(f"{path} is missing: model.pt needs its run's config next to it")
+    try:
+        return from_saved(yaml.safe_load(path.read_text()))
+    except yaml.YAMLError as e:
+        raise ckpt.CheckpointError(f"{path}: unreadable ({str(e).splitlines()[0]})") from None
+
+
+def load_policy(path: Path, device: torch.device) -> tuple[DictConfig, dict, Path]:
+    """(config, network weights, directory) from a run directory, a checkpoint file or a model.pt.
+    Nothing read chooses which code runs: configs are rebuilt on rlrun's schemas (`from_saved`)."""
+    if path.is_dir():
+        agents = sorted(path.glob("seed=*/model.pt"))
+        if agents:  # a batched run (seeds=K): each agent is evaluated on its own, like a single-seed run
+            fail(2, f"{path} is a batched run of {len(agents)} agents; evaluate one of them: "
+                    + ", ".join(str(a.parent) for a in agents))
+        if (path / ckpt.LATEST).exists() or (path / ckpt.PREVIOUS).exists():
+            state, used = ckpt.load(path, map_location=device)
+            if used.name != ckpt.LATEST:
+                print(f"rlrun.evaluate: warning: {path / ckpt.LATEST} is damaged; evaluating {used.name} "
+                      f"(step {state['step']})", file=sys.stderr)
+            return from_saved(state["config"]), state["learner"]["online"], path
+        if not (path / "model.pt").exists():
+            fail(2, f"{path} is neither a checkpoint nor a run directory with weights")
+        path = path / "model.pt"
+    if not path.is_file():
+        fail(2, f"{path} is neither a checkpoint nor a run directory with weights")
+    state = ckpt.read(path, map_location=device)
+    if isinstance(state, dict) and "learner" in state:
+        state = ckpt.load_file(path, map_location=device)
+        return from_saved(state["config"]), state["learner"]["online"], path.parent
+    if isinstance(state, dict) and state and all(isinstance(v, torch.Tensor) for v in state.values()):
+        return saved_config(path.parent), state, path.parent  # a model.pt: weights only
+    raise ckpt.CheckpointError(f"{path}: neither an rlrun checkpoint nor a model.pt")
 
 
 def record_video(q_net, cfg, episodes: int, seed: int, out_dir: Path, device: torch.device) -> Path:
@@ -93,30 +128,46 @@ def record_video(q_net, cfg, episodes: int, seed: int, out_dir: Path, device: to
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     path, opts = parse(sys.argv[1:] if argv is None else argv)
-    device = resolve_device(opts["device"])
-    cfg, weights, out_dir = load_policy(path, device)
-    e = cfg.env
-    atari = None if e.get("atari") is None else OmegaConf.to_container(e.atari)
-    envs = make_vector_env(e.id, opts["episodes"], "sync", e.max_episode_steps, action_bins=e.get("action_bins"),
-                           frame_stack=e.get("frame_stack", 0), atari=atari, train=False)
-    shape = envs.single_observation_space.shape
-    q_net = instantiate(cfg.network, obs_dim=int(np.prod(shape)), n_actions=int(envs.single_action_space.n),
-                        obs_shape=list(shape)).to(device)
-    q_net.load_state_dict(weights)
-    returns = evaluate(q_net, envs, opts["seed"], device)
-    envs.close()
+    try:
+        device = resolve_device(opts["device"])
+        cfg, weights, out_dir = load_policy(path, device)
+        returns, q_net = play(cfg, weights, opts, device)
+    except (ConfigError, ckpt.CheckpointError) as e:
+        fail(2, str(e))
+    except RuntimeError as e:  # weights of another shape than the config's network
+        fail(2, f"the weights in {path} do not fit their config: {str(e).splitlines()[0]}")
     result = {"source": str(path), "episodes": opts["episodes"], "seed": opts["seed"],
               "mean_return": float(returns.mean()), "std_return": float(returns.std()), "returns": returns.tolist()}
-    if opts["video"]:
-        try:
-            result["video_dir"] = str(record_video(q_net, cfg, opts["episodes"], opts["seed"], out_dir, device))
-        except (ImportError, gym.error.DependencyNotInstalled) as e:
-            raise SystemExit(f"rlrun.evaluate: video=true needs the video extra (pip install -e '.[video]'): {e}")
-    (out_dir / "evaluation.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"{cfg.env.id}: mean return {result['mean_return']:.2f} +- {result['std_return']:.2f} over "
           f"{opts['episodes']} episodes (seed {opts['seed']})")
     print("returns:", " ".join(f"{r:g}" for r in returns))
+    try:
+        if opts["video"]:
+            try:
+                result["video_dir"] = str(record_video(q_net, cfg, opts["episodes"], opts["seed"], out_dir, device))
+            except (ImportError, gym.error.DependencyNotInstalled) as e:
+                fail(2, f"video=true needs the video extra (pip install -e '.[video]'): {e}")
+        rundir.write_text(out_dir / "evaluation.json", json.dumps(result, indent=2) + "\n")
+    except OSError as e:
+        fail(4, f"the results above were not saved: cannot write to {out_dir} ({e.strerror or e})")
     return result
+
+
+def play(cfg: DictConfig, weights: dict, opts: dict[str, Any], device: torch.device):
+    """The greedy returns of `opts['episodes']` episodes, and the network that played them."""
+    validate(cfg)
+    e = cfg.env
+    atari = None if e.atari is None else OmegaConf.to_container(e.atari)
+    envs = make_vector_env(e.id, opts["episodes"], "sync", e.max_episode_steps, action_bins=e.action_bins,
+                           frame_stack=e.frame_stack, atari=atari, train=False)
+    try:
+        shape = envs.single_observation_space.shape
+        q_net = instantiate(cfg.network, obs_dim=int(np.prod(shape)), n_actions=int(envs.single_action_space.n),
+                            obs_shape=list(shape)).to(device)
+        q_net.load_state_dict(weights)
+        return evaluate(q_net, envs, opts["seed"], device), q_net
+    finally:
+        envs.close()
 
 
 if __name__ == "__main__":

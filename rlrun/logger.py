@@ -17,9 +17,12 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
 
+from rlrun import rundir
+
 # Scalars the HParams tab shows next to each run's hyperparameters.
 log = logging.getLogger(__name__)
 
+EPISODE_HEADER = "env_step,episode,return,length"
 HPARAM_METRICS = ["charts/mean_return_100", "eval/mean_return", "hparams/best_mean_return_100",
                   "hparams/solved_step"]
 
@@ -54,16 +57,15 @@ class RunLogger:
             self.writer.add_text("config", "    " + OmegaConf.to_yaml(cfg).replace("\n", "\n    "), 0)
             for summary in hparams(flat_hparams(cfg), {m: 0.0 for m in HPARAM_METRICS}):
                 self.writer.file_writer.add_summary(summary)
-            self._episodes_file = open(episodes_path, "w", newline="")
-            self._episodes = csv.writer(self._episodes_file)
-            self._episodes.writerow(["env_step", "episode", "return", "length"])
+            kept = [EPISODE_HEADER]
         else:
             self.writer = SummaryWriter(str(self.out_dir), purge_step=resume_step + 1)
-            rows = episodes_path.read_text().splitlines(keepends=True) if episodes_path.exists() else []
-            kept = rows[:1] + [r for r in rows[1:] if int(r.split(",", 1)[0]) <= resume_step]
-            episodes_path.write_text("".join(kept) or "env_step,episode,return,length\n")
-            self._episodes_file = open(episodes_path, "a", newline="")
-            self._episodes = csv.writer(self._episodes_file)
+            rows = episodes_path.read_text().splitlines() if episodes_path.exists() else []
+            kept = [EPISODE_HEADER] + [r for r in rows[1:] if int(r.split(",", 1)[0]) <= resume_step]
+        # Written whole, then renamed: a full disk on resume cannot truncate the rows already there.
+        rundir.write_text(episodes_path, "".join(row + "\n" for row in kept))
+        self._episodes_file = open(episodes_path, "a", newline="")
+        self._episodes = csv.writer(self._episodes_file, lineterminator="\n")
         self.window: deque[float] = deque(maxlen=window)
         self.history: list[tuple[int, float]] = []
         self.reward_threshold = reward_threshold
@@ -99,13 +101,15 @@ class RunLogger:
     def mean_return(self) -> Optional[float]:
         return float(np.mean(self.window)) if self.window else None
 
-    def episodes_end(self, step: int, episodes: list[tuple[float, int]]) -> bool:
-        """Record the (return, length) of the episodes that finished at env step `step` (vector envs can end
-        several at once). charts/mean_return_100 is written once per step, after all of them, so its curve
-        has one value per step. Returns True if one of them first solves the env."""
+    def episodes_end(self, step: int, episodes: list[tuple[int, float, int]]) -> bool:
+        """Record the (env step, return, length) of the episodes that finished in the vector step that ended
+        at env step `step`. Each episode has its own env step (sub-env i of N makes env step
+        `step - N + i + 1` of that vector step), so every episode is a point of its own in TensorBoard;
+        charts/mean_return_100 is written once, at `step`, after all of them. Returns True if one of them
+        first solves the env."""
         solved = False
-        for ret, length in episodes:
-            solved |= self._episode_end(step, ret, length)
+        for env_step, ret, length in episodes:
+            solved |= self._episode_end(env_step, ret, length)
         if episodes:
             self.writer.add_scalar("charts/mean_return_100", self.mean_return, step)
         return solved
@@ -160,7 +164,7 @@ class RunLogger:
         }
         if self.best_mean is not None:
             self.writer.add_scalar("hparams/best_mean_return_100", self.best_mean, step)
-        (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        rundir.write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         self.bar.close()
         self.writer.close()
         self._episodes_file.close()

@@ -6,34 +6,34 @@ wrapper around it. All config -> object wiring happens in `build()`.
 
 from __future__ import annotations
 
-import json
+if __name__ == "__main__":  # `python -m rlrun.train`: a signal during the imports below gets one line too
+    from rlrun import signals
+
+    signals.stop_on_signal()
+
 import logging
 import random
 import signal
-import sys
 import threading
 import time
-import traceback
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 import gymnasium as gym
-import hydra
 import numpy as np
 import torch
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt
+from rlrun import rundir
 from rlrun.acting import GreedyActor
 from rlrun import schedules
 from rlrun.config import register_configs
 from rlrun.device import resolve_device, set_threads
-from rlrun.envs import finished_episodes, make_vector_env, next_obs_for_storage
+from rlrun.envs import check_spaces, env_spec, finished_episodes, make_vector_env, next_obs_for_storage
 from rlrun.evaluation import evaluate
 from rlrun.exploration import ExplorationDraws
 from rlrun.frames import FrameStore
@@ -51,9 +51,6 @@ OmegaConf.register_new_resolver("rlrun_slug", lambda s: str(s).replace("/", "-")
 # Run-dir part naming the seeds: seed3, or seeds3-10 for a batched run of 8.
 OmegaConf.register_new_resolver("rlrun_seeds", lambda seed, seeds: f"seed{seed}" if int(seeds) == 1
                                 else f"seeds{seed}-{int(seed) + int(seeds) - 1}", replace=True)
-# A resumed run continues in its own directory and keeps its original .hydra/ untouched.
-OmegaConf.register_new_resolver("rlrun_if_resume", lambda resume, yes, no: no if resume is None else yes,
-                                replace=True)
 
 
 def seed_everything(seed: int) -> None:
@@ -63,22 +60,6 @@ def seed_everything(seed: int) -> None:
 
 
 STACKED_BUFFERS = {ReplayBuffer: StackedReplayBuffer, PrioritizedReplayBuffer: StackedPrioritizedReplayBuffer}
-
-
-def check_env(env_id: str) -> gym.envs.registration.EnvSpec:
-    if env_id.startswith("ALE/"):
-        try:
-            import ale_py
-
-            gym.register_envs(ale_py)
-        except ImportError:
-            raise ConfigError("env.id", env_id, "an installed env: ALE games need the atari extra "
-                              "(pip install -e '.[atari]')") from None
-    try:
-        spec = gym.spec(env_id)
-    except gym.error.Error as e:
-        raise ConfigError("env.id", env_id, f"a registered gymnasium id ({e})") from None
-    return spec
 
 
 @dataclass
@@ -100,7 +81,7 @@ def build(cfg: DictConfig) -> Parts:
     `StackedQNetwork`, one optimizer over the stacked parameters, and stacked replay with one sampling
     generator per agent.
     """
-    spec = check_env(cfg.env.id)
+    spec = env_spec(cfg.env.id)
     device = resolve_device(cfg.device.type)
     set_threads(cfg.device.threads)
     seed_everything(cfg.seed)
@@ -120,11 +101,11 @@ def build(cfg: DictConfig) -> Parts:
         raise ConfigError("env.action_bins", e.action_bins, f"null for {e.id} ({err})") from None
     except (gym.error.DependencyNotInstalled, ImportError) as err:
         raise ConfigError("env.id", e.id, f"an env whose dependencies are installed ({err})") from None
-    if not isinstance(envs.single_action_space, gym.spaces.Discrete):
+    try:
+        check_spaces(envs, e.id)
+    except ConfigError:
         envs.close()
-        raise ConfigError("env.id", cfg.env.id, "an env with a Discrete action space "
-                          f"(this one has {envs.single_action_space}; set env.action_bins=N to discretise "
-                          "a continuous one)")
+        raise
     eval_envs = None
     if cfg.eval.interval > 0:
         eval_envs = make_vector_env(e.id, cfg.eval.episodes * agents, "sync", e.max_episode_steps, action_bins=e.action_bins,
@@ -285,7 +266,8 @@ class Trainer:
                 metrics = learner.update(batch)
             except NonFiniteError as e:
                 self.step, self.iteration, self.obs = step, iteration, obs
-                torch.save(self.state_dict(), self.out_dir / "nonfinite.pt")
+                with rundir.open_atomic(self.out_dir / "nonfinite.pt") as f:
+                    torch.save(self.state_dict(), f)
                 raise NonFiniteError(f"{e} at env step {step} (update {learner.updates + 1}); "
                                      f"the state before this update is in {self.out_dir / 'nonfinite.pt'}") from None
             if metrics is None:  # a non-finite update skipped (algo.on_nonfinite=skip)
@@ -327,7 +309,7 @@ class Trainer:
         # Hot-loop constants as plain locals.
         a, x = cfg.algo, cfg.exploration
         num_envs, total_steps = cfg.env.num_envs, cfg.total_steps
-        learning_starts, gradient_steps = a.learning_starts, a.gradient_steps
+        learning_starts, gradient_steps, batch_size = a.learning_starts, a.gradient_steps, a.batch_size
         # Keep the update ratio of train_freq env steps per gradient_steps updates with many vector envs:
         # an update phase every `update_every` iterations, `phase_updates` gradient steps in each.
         update_every = max(1, a.train_freq // num_envs)
@@ -370,9 +352,10 @@ class Trainer:
                 step += num_envs
                 iteration += 1
 
-                solved = logger.episodes_end(step, [(ret, length) for _, ret, length in finished_episodes(infos)])
+                solved = logger.episodes_end(step, [(step - num_envs + i + 1, ret, length)
+                                                    for i, ret, length in finished_episodes(infos)])
 
-                if step >= learning_starts and iteration % update_every == 0:
+                if step >= learning_starts and iteration % update_every == 0 and len(buffer) >= batch_size:
                     self.update_phase(step, iteration, obs, phase_updates)
 
                 if crossed(log_interval) or step >= total_steps:
@@ -414,7 +397,8 @@ class Trainer:
                 signal.signal(s, handler)
 
         self.save_checkpoint()
-        torch.save(learner.online.state_dict(), self.out_dir / "model.pt")
+        with rundir.open_atomic(self.out_dir / "model.pt") as f:
+            torch.save(learner.online.state_dict(), f)
         summary = logger.close(step, status, self.summary_extra())
         if cfg.log.plot:
             logger.plot(f"{cfg.env.id} {cfg.exp_name} seed={cfg.seed}")
@@ -434,135 +418,24 @@ class Trainer:
 
 
 def train(cfg: DictConfig, out_dir: Path, resume: Optional[dict] = None) -> dict[str, Any]:
-    """Train one DQN agent as `cfg` says, writing everything under `out_dir`; with `resume` (a loaded
-    checkpoint), continue that run. Returns the run summary."""
+    """Train one DQN agent as `cfg` says, writing everything under `out_dir`, which this process owns for
+    the run (`rlrun.rundir`); with `resume` (a loaded checkpoint), continue that run. Returns the run
+    summary."""
     validate(cfg)
-    if cfg.seeds > 1:
-        from rlrun.batched import BatchedTrainer
+    with rundir.owned(out_dir):
+        if cfg.seeds > 1:
+            from rlrun.batched import BatchedTrainer
 
-        trainer: Any = BatchedTrainer(cfg, out_dir, build(cfg), resume)
-    else:
-        trainer = Trainer(cfg, out_dir, build(cfg), resume)
-    try:
-        return trainer.run()
-    finally:
-        trainer.close()
-
-
-def record_failure(out_dir: Path, error: BaseException) -> None:
-    """Mark a sweep job as failed in its own directory, so the sweep goes on and the report lists it."""
-    detail = "".join(traceback.format_exception(error)) if not isinstance(error, ConfigError) else str(error)
-    (out_dir / "summary.json").write_text(json.dumps({"status": "failed", "error": str(error)}, indent=2) + "\n")
-    (out_dir / "error.txt").write_text(detail)
-
-
-# Keys a resumed run may change: they do not change the experiment, only its length and reporting.
-RESUME_SAFE = ("total_steps", "stop_on_solve", "log", "eval", "checkpoint", "device", "resume")
-
-
-def resume_config(run_dir: Path, saved: dict, overrides: list[str], composed: DictConfig) -> DictConfig:
-    """The saved config with the safe overrides of this command line applied; any other override that
-    would change the experiment is refused."""
-    cfg = OmegaConf.create(saved)
-    for override in overrides:
-        key, _, _ = override.lstrip("+~").partition("=")
-        top = key.split(".")[0].split("/")[0]
-        if top in RESUME_SAFE:
-            if top != "resume":
-                OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
-        elif OmegaConf.select(composed, key) != OmegaConf.select(cfg, key):
-            raise ConfigError(key, override.partition("=")[2], f"only the saved value when resuming {run_dir}, as it "
-                              f"changes the experiment (a resume may change {', '.join(RESUME_SAFE[:-1])})")
-    return cfg
-
-
-def load_resume(cfg: DictConfig, overrides: list[str]) -> tuple[DictConfig, Path, dict]:
-    run_dir = Path(cfg.resume)
-    if not (run_dir / ".hydra" / "config.yaml").exists():
-        raise ConfigError("resume", str(run_dir), "a run directory of rlrun (with .hydra/config.yaml)")
-    try:
-        state, path = ckpt.load(run_dir)
-    except ckpt.CheckpointError as e:
-        raise ConfigError("resume", str(run_dir), f"a run with a loadable checkpoint ({e})") from None
-    if path.name != ckpt.LATEST:
-        log.warning("the newest checkpoint of %s was unreadable; resuming from %s", run_dir, path.name)
-    return resume_config(run_dir, state["config"], overrides, cfg), run_dir, state
-
-
-EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_PREEMPTED = 2, 3, 4, 75  # 75 = EX_TEMPFAIL: try again (resume)
-
-
-def unwritable_output(argv: list[str]) -> Optional[str]:
-    """Why the output directory cannot be created, found before Hydra tries (and fails with a traceback).
-    Creates `hydra.run.dir` / `hydra.sweep.dir` when given literally, else ./outputs, as Hydra would."""
-    targets = [a.split("=", 1)[1] for a in argv if a.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
-    for target in targets or ["outputs"]:
-        if "${" in target:  # resolved by Hydra later
-            continue
+            trainer: Any = BatchedTrainer(cfg, out_dir, build(cfg), resume)
+        else:
+            trainer = Trainer(cfg, out_dir, build(cfg), resume)
         try:
-            Path(target).mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            return f"{target}: {e.strerror or e}"
-    return None
-
-
-def main() -> None:
-    """Entry point: a pre-flight check of the output directory, then the Hydra app."""
-    args = sys.argv[1:]
-    # A resume continues in its own directory, which Hydra would create before the run could refuse it.
-    for missing in [a.split("=", 1)[1] for a in args if a.startswith("resume=")]:
-        if missing not in ("null", "") and "," not in missing and not Path(missing).is_dir():
-            print(f"rlrun: {ConfigError('resume', missing, 'an existing run directory of rlrun')}", file=sys.stderr)
-            sys.exit(EXIT_CONFIG)
-    problem = None if {"--help", "-h", "--cfg", "-c", "--info"} & set(args) else unwritable_output(args)
-    if problem is not None:
-        print(f"rlrun: cannot create the output directory ({problem}); choose another with "
-              "hydra.run.dir=... (or hydra.sweep.dir=... for -m)", file=sys.stderr)
-        sys.exit(EXIT_OS)
-    hydra_main()
-
-
-@hydra.main(version_base="1.3", config_path="pkg://rlrun.conf", config_name="config")
-def hydra_main(cfg: DictConfig) -> Optional[float]:
-    """Returns the objective that sweepers (Optuna) optimise: the final 100-episode mean training return."""
-    hydra_cfg = HydraConfig.get()
-    out_dir = Path(hydra_cfg.runtime.output_dir)
-    multirun = hydra_cfg.mode == RunMode.MULTIRUN
-    try:
-        state = None
-        if cfg.resume is not None:
-            cfg, out_dir, state = load_resume(cfg, list(hydra_cfg.overrides.task))
-        summary = train(cfg, out_dir, state)
-    except (ConfigError, ckpt.CheckpointError) as e:
-        if not multirun:
-            print(f"rlrun: {e}", file=sys.stderr)
-            sys.exit(EXIT_CONFIG)
-        print(f"rlrun: job {hydra_cfg.job.num} failed: {e}", file=sys.stderr)
-        record_failure(out_dir, e)
-        return None
-    except Preempted as e:
-        print(f"rlrun: stopped by {e}; checkpoint saved in {out_dir}. Continue with: "
-              f"python -m rlrun.train resume={out_dir}", file=sys.stderr)
-        sys.exit(EXIT_PREEMPTED)
-    except NonFiniteError as e:
-        print(f"rlrun: {e}", file=sys.stderr)
-        if multirun:
-            record_failure(out_dir, e)
-            return None
-        sys.exit(EXIT_NONFINITE)
-    except OSError as e:  # an unwritable or full output dir; earlier checkpoints are intact
-        print(f"rlrun: cannot write to {out_dir}: {e}", file=sys.stderr)
-        if multirun:
-            return None
-        sys.exit(EXIT_OS)
-    except Exception as e:
-        if not multirun:
-            raise
-        print(f"rlrun: job {hydra_cfg.job.num} failed: {e!r} (details in {out_dir / 'error.txt'})", file=sys.stderr)
-        record_failure(out_dir, e)
-        return None
-    return summary["final_mean_return_100"]
+            return trainer.run()
+        finally:
+            trainer.close()
 
 
 if __name__ == "__main__":
+    from rlrun.cli import main
+
     main()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import math
-from typing import Any
+import typing
+from typing import Any, Mapping
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 
 class ConfigError(ValueError):
@@ -14,6 +17,65 @@ class ConfigError(ValueError):
     def __init__(self, key: str, value: Any, allowed: str):
         self.key, self.value, self.allowed = key, value, allowed
         super().__init__(f"Invalid config value {key}={value!r}: allowed {allowed}.")
+
+
+class UnknownKeyError(ConfigError):
+    """A key that no schema has (a typo such as `+algo.gama=0.5`, or anything a crafted file adds)."""
+
+    def __init__(self, key: str, value: Any, known: list[str]):
+        parent, _, name = key.rpartition(".")
+        near = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {parent + '.' if parent else ''}{near[0]}?" if near else \
+            f"the keys here are {', '.join(known)}"
+        ValueError.__init__(self, f"Unknown config key {key} ({hint})")
+        self.key, self.value, self.allowed = key, value, ", ".join(known)
+
+
+def check_schema(cfg: Any) -> None:
+    """Every key of `cfg` belongs to rlrun's schema, and every `_target_` names one of rlrun's own classes
+    (`rlrun.config.TARGET_SCHEMAS`). This is what makes it safe to instantiate a config read from a run
+    directory or a checkpoint: nothing in it can choose other code."""
+    from rlrun.config import GROUP_TARGETS, RunConfig
+
+    tree = cfg if isinstance(cfg, Mapping) and not isinstance(cfg, DictConfig) else \
+        OmegaConf.to_container(cfg, resolve=False)
+    if not isinstance(tree, Mapping):
+        raise ConfigError("config", type(tree).__name__, "a mapping of config groups")
+    for group, targets in GROUP_TARGETS.items():
+        node = tree.get(group)
+        target = node.get("_target_") if isinstance(node, Mapping) else None
+        _check(target in targets, f"{group}._target_", target, "one of " + ", ".join(targets))
+    _walk(tree, RunConfig, "")
+
+
+def _walk(node: Mapping, schema: type, prefix: str) -> None:
+    from rlrun.config import GROUP_TARGETS
+
+    fields = {f.name for f in dataclasses.fields(schema)}
+    hints = typing.get_type_hints(schema)
+    for key, value in node.items():
+        path = f"{prefix}{key}"
+        if key not in fields:
+            raise UnknownKeyError(path, value, sorted(k for k in fields if not k.startswith("_")))
+        sub = GROUP_TARGETS[key][value["_target_"]] if not prefix and key in GROUP_TARGETS else _dataclass_in(hints[key])
+        if sub is not None and isinstance(value, Mapping):
+            _walk(value, sub, path + ".")
+        elif _holds_mapping(value):
+            raise ConfigError(path, value, "plain values here, not mappings")
+
+
+def _holds_mapping(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return True
+    return isinstance(value, (list, tuple)) and any(_holds_mapping(v) for v in value)
+
+
+def _dataclass_in(hint: Any) -> Any:
+    """The dataclass in a field's type (`AtariConfig` in `Optional[AtariConfig]`), or None."""
+    for t in (hint, *typing.get_args(hint)):
+        if dataclasses.is_dataclass(t):
+            return t
+    return None
 
 
 def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
@@ -51,6 +113,7 @@ def cfg_get(cfg: DictConfig, key: str) -> Any:
 def validate(cfg: DictConfig) -> None:
     from rlrun.networks import ACTIVATIONS, INITS
 
+    check_schema(cfg)
     _one_of(cfg, "env.vectorization", ["sync", "async"])
     _positive(cfg, "env.num_envs")
     if cfg.env.max_episode_steps is not None:

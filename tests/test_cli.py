@@ -118,4 +118,4 @@ def test_doctor_reports_versions():
 def test_unwritable_output_dir_is_one_clear_message(run_dir):
     proc = run_train(f"hydra.run.dir={run_dir}", "total_steps=10")
     assert proc.returncode == 4
-    assert "cannot create the output directory" in proc.stderr and "Traceback" not in proc.stderr
+    assert "cannot create the run directory" in proc.stderr and "Traceback" not in proc.stderr

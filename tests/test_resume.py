@@ -74,7 +74,7 @@ def test_sigterm_saves_and_resume_equals_an_uninterrupted_run(tmp_path):
     wait_for(parts / ckpt.LATEST, proc)
     proc.send_signal(signal.SIGTERM)
     _, err = finish(proc, rc=75)
-    assert "resume=" in err
+    assert "rlrun.resume" in err
     assert torch.load(parts / ckpt.LATEST, weights_only=True)["step"] < 4000
     finish(start(parts, f"resume={parts}"))
 

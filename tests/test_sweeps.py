@@ -63,14 +63,22 @@ def test_submitit_local_launcher(tmp_path):
 
 
 def test_one_failing_job_keeps_the_others(tmp_path):
-    proc = multirun(tmp_path, "optimizer.lr=-1,1e-3")
+    proc = multirun(tmp_path, "optimizer.lr=1e30,1e-3")  # lr 1e30 diverges at its second update
     runs = load_sweep(tmp_path)
     assert sorted(runs.status) == ["failed", "finished"]
     failed = runs[runs.status == "failed"].iloc[0]
-    assert "optimizer.lr=-1" in failed.error
+    assert "non-finite" in failed.error
     report = (tmp_path / "report.md").read_text()
-    assert "## Failed jobs" in report and "optimizer.lr=-1" in report
+    assert "## Failed jobs" in report and "optimizer.lr=1e+30" in report
     assert "job 0 failed" in proc.stderr
+
+
+def test_a_sweep_with_a_bad_value_is_refused_before_any_job_runs(tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = subprocess.run([sys.executable, "-m", "rlrun.train", "-m", "optimizer.lr=1e-3,-1", *TINY,
+                           f"hydra.sweep.dir={sweep}"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and "optimizer.lr=-1.0" in proc.stderr and "Traceback" not in proc.stderr
+    assert not sweep.exists()
 
 
 def test_optuna_preset_runs_trials_and_returns_the_objective(tmp_path):

@@ -1,0 +1,190 @@
+"""The checks a command line passes before Hydra creates or writes any directory.
+
+Hydra composes the config and writes `<run dir>/.hydra/` before the task function runs, and reports a
+composition error with exit code 1. So `python -m rlrun.train` first composes every job of the command
+here, with Hydra's own parser, sweeper expansion and compose API, and checks it the way a run would
+(schema, values, the env's spaces, the device). A refused command exits 2 and leaves nothing behind.
+Then the run directory is claimed: a new run's directory must be new or empty and is locked for the
+run's life (`rlrun.rundir`); a sweep's directory must be new or empty. The resolved directory is handed
+to Hydra as an explicit override, so both mean the same directory.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from rlrun import rundir
+from rlrun.validate import ConfigError, validate
+
+CONFIG_MODULE, CONFIG_NAME = "rlrun.conf", "config"
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+@dataclass
+class Plan:
+    """What the command will do, once checked: the arguments for Hydra, or a run to resume."""
+
+    hydra_argv: list[str]
+    run_dir: Optional[Path] = None  # a single run's directory (claimed), or the run to resume
+    resume: Optional[Path] = None
+    resume_overrides: list[str] = field(default_factory=list)
+
+
+def hydra_quote(value: str) -> str:
+    """`value` as a quoted string of Hydra's override grammar (paths with spaces, `=`, quotes, non-ASCII)."""
+    out = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", value)
+    out = re.sub(r"(\\+)$", lambda m: m.group(1) * 2, out)
+    return f"'{out}'"
+
+
+def one_line(error: BaseException) -> str:
+    """A composition error of Hydra or OmegaConf, with its cause, as one line."""
+    parts = []
+    while error is not None and len(parts) < 3:
+        text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        text = re.sub(r"\s*(full_key:|Config search path:).*", "", text)
+        if text and text not in parts:
+            parts.append(text)
+        error = error.__cause__
+    return ": ".join(parts) or type(error).__name__
+
+
+def compose(overrides: list[str]) -> DictConfig:
+    """The config of one job, with its `hydra` node (ConfigError for anything Hydra refuses)."""
+    from hydra import compose as hydra_compose, initialize_config_module
+
+    try:
+        with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+            return hydra_compose(config_name=CONFIG_NAME, overrides=overrides, return_hydra_config=True)
+    except Exception as e:  # Hydra's and OmegaConf's composition errors of every kind
+        raise CompositionError(one_line(e) + _nearest_key(overrides)) from None
+
+
+def _nearest_key(overrides: list[str]) -> str:
+    """' (did you mean total_steps?)' for the first override whose key the default config lacks."""
+    import difflib
+
+    if not overrides:
+        return ""
+    defaults = compose([])
+    for override in overrides:
+        key = override.lstrip("+~").split("=", 1)[0]
+        parent, _, name = key.rpartition(".")
+        node = OmegaConf.select(defaults, parent) if parent else defaults
+        if "/" in key or not isinstance(node, DictConfig) or name in node:
+            continue
+        near = difflib.get_close_matches(name, [str(k) for k in node], n=1)
+        if near:
+            return f" (did you mean {parent + '.' if parent else ''}{near[0]}?)"
+    return ""
+
+
+class CompositionError(ConfigError):
+    def __init__(self, message: str):
+        ValueError.__init__(self, f"Invalid config: {message}")
+        self.key, self.value, self.allowed = "", None, message
+
+
+def job_overrides(overrides: list[str], sweeper: str) -> list[list[str]]:
+    """Each job's overrides, as Hydra's basic sweeper will launch them. Other sweepers (Optuna) choose
+    their jobs as they go: their base config is checked, and a bad trial fails alone."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception as e:
+        raise CompositionError(one_line(e)) from None
+    if sweeper != BASIC_SWEEPER:
+        return [[o.input_line for o in parsed if not o.is_sweep_override()]]
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def task_config(cfg: DictConfig) -> DictConfig:
+    """The run config without Hydra's own node."""
+    task = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    with open_dict(task):
+        task.pop("hydra", None)
+    return task
+
+
+def check_job(task: DictConfig, probed: dict) -> None:
+    """What `train` would refuse at its start: values, the env's spaces, the device."""
+    from rlrun.device import resolve_device
+    from rlrun.envs import check_spaces, env_spec, make_vector_env
+
+    validate(task)
+    resolve_device(task.device.type)
+    e = task.env
+    key = (e.id, e.action_bins, e.frame_stack, str(e.atari))
+    if key in probed:
+        return
+    env_spec(e.id)
+    atari = None if e.atari is None else OmegaConf.to_container(e.atari)
+    try:
+        envs = make_vector_env(e.id, 1, "sync", e.max_episode_steps, action_bins=e.action_bins,
+                               frame_stack=e.frame_stack, atari=atari, train=False)
+    except Exception as err:  # a missing dependency, bad kwargs for this env
+        raise ConfigError("env.id", e.id, f"an env that can be made with these settings ({one_line(err)})") from None
+    try:
+        check_spaces(envs, e.id)
+    finally:
+        envs.close()
+    probed[key] = True
+
+
+def plan(argv: list[str]) -> Optional[Plan]:
+    """Check the command line; claim its run directory. None: not a run (help, --cfg, ...), Hydra does it.
+    Raises ConfigError or RunDirError (exit 2), OSError (exit 4)."""
+    from hydra._internal.utils import get_args_parser
+
+    args = get_args_parser().parse_args(argv)
+    if (args.help or args.hydra_help or args.cfg or args.info or args.shell_completion or args.config_path
+            or args.config_name or args.config_dir or args.experimental_rerun):
+        return None
+    overrides = list(args.overrides)
+    try:
+        base = compose([o for o in overrides if not _is_sweep(o)]) if args.multirun else compose(overrides)
+    except CompositionError as e:
+        resumes = [o.split("=", 1)[1] for o in overrides if o.startswith("resume=")]
+        if resumes:  # a path the override grammar cannot spell
+            raise CompositionError(f"{e.allowed}; to resume a run whose path has '=', spaces or quotes, use "
+                                   f"{rundir.resume_command(Path(resumes[0]))}") from None
+        raise
+    multirun = args.multirun or base.hydra.mode == RunMode.MULTIRUN
+    if not multirun:
+        task = task_config(base)
+        if task.resume is not None:  # continue that run in its own directory, without Hydra's app
+            return Plan([], run_dir=Path(task.resume), resume=Path(task.resume),
+                        resume_overrides=[o for o in overrides if not o.lstrip("+~").startswith(("resume=", "hydra"))])
+        check_job(task, {})
+        run_dir = Path(str(base.hydra.run.dir))
+        rundir.check_new(run_dir)
+        rundir.claim(run_dir, new=True)
+        return Plan(_pinned(argv, "hydra.run.dir", run_dir), run_dir=run_dir)
+    probed: dict[Any, bool] = {}
+    for job in job_overrides(overrides, str(base.hydra.sweeper._target_)):
+        check_job(task_config(compose(job)), probed)
+    sweep_dir = Path(str(base.hydra.sweep.dir))
+    rundir.check_new(sweep_dir)
+    return Plan(_pinned(argv, "hydra.sweep.dir", sweep_dir))
+
+
+def _pinned(argv: list[str], key: str, path: Path) -> list[str]:
+    """`argv` with `key` set to the directory resolved here (Hydra would resolve `${now:...}` anew)."""
+    return [a for a in argv if not a.startswith(key + "=")] + [f"{key}={hydra_quote(str(path))}"]
+
+
+def _is_sweep(override: str) -> bool:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_override(override).is_sweep_override()
+    except Exception:
+        return False

@@ -1,0 +1,128 @@
+"""`python -m rlrun.resume <run dir> [overrides]`: continue a run in its own directory.
+
+The path is taken as it is, not through Hydra's override grammar, so every directory rlrun makes (sweep
+jobs such as `optimizer.lr=0.001/seed=0`, paths with spaces or non-ASCII characters) can be resumed.
+`python -m rlrun.train resume=<dir>` does the same for directories the grammar can spell.
+
+The run's config comes from its checkpoint, rebuilt on rlrun's own schemas (`rlrun.config.from_saved`):
+nothing read from the run directory chooses which code runs. Overrides may change only what does not
+change the experiment (`RESUME_SAFE`). The directory is owned by this process for the run (a second
+resume of it is refused and changes nothing), and a new `.hydra/resume_<time>/` records the command.
+"""
+
+from __future__ import annotations
+
+if __name__ == "__main__":  # a signal during the imports below gets one line too
+    from rlrun import signals
+
+    signals.stop_on_signal()
+
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+from rlrun import checkpoint as ckpt
+from rlrun import preflight, rundir
+from rlrun.config import from_saved
+from rlrun.validate import ConfigError
+
+USAGE = ("usage: python -m rlrun.resume <run dir> [overrides]\n"
+         "  overrides may set total_steps, stop_on_solve, log.*, eval.*, checkpoint.*, device.*")
+
+# Keys a resumed run may change: they do not change the experiment, only its length and reporting.
+RESUME_SAFE = ("total_steps", "stop_on_solve", "log", "eval", "checkpoint", "device", "resume")
+
+
+def resume_config(run_dir: Path, saved: DictConfig, overrides: list[str], composed: DictConfig) -> DictConfig:
+    """The saved config with the safe overrides of this command line applied; any other override that
+    would change the experiment is refused."""
+    cfg = saved.copy()
+    for override in overrides:
+        key, _, _ = override.lstrip("+~").partition("=")
+        top = key.split(".")[0].split("/")[0]
+        if top in RESUME_SAFE:
+            if top != "resume":
+                OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
+        elif OmegaConf.select(composed, key) != OmegaConf.select(cfg, key):
+            raise ConfigError(key, override.partition("=")[2], f"only the saved value when resuming {run_dir}, as it "
+                              f"changes the experiment (a resume may change {', '.join(RESUME_SAFE[:-1])})")
+    return cfg
+
+
+def load_checkpoint(run_dir: Path) -> tuple[DictConfig, dict[str, Any]]:
+    """The run's saved config (checked and rebuilt on rlrun's schemas) and its newest loadable checkpoint."""
+    if not run_dir.is_dir() or not rundir.holds_run(run_dir):
+        raise ConfigError("resume", str(run_dir), "an existing run directory of rlrun")
+    try:
+        state, path = ckpt.load(run_dir)
+    except ckpt.CheckpointError as e:
+        raise ConfigError("resume", str(run_dir), f"a run with a loadable checkpoint ({e})") from None
+    if path.name != ckpt.LATEST:
+        print(f"rlrun: warning: {run_dir / ckpt.LATEST} is damaged; resuming from {path.name} "
+              f"(step {state['step']})", file=sys.stderr)
+    try:
+        return from_saved(state["config"]), state
+    except ConfigError as e:
+        raise ConfigError("resume", str(run_dir), f"a checkpoint whose config rlrun accepts ({e})") from None
+
+
+def load_resume(cfg: DictConfig, overrides: list[str]) -> tuple[DictConfig, Path, dict]:
+    """For `resume=<dir>` inside a sweep: the config to continue with, the run dir, the checkpoint."""
+    run_dir = Path(cfg.resume)
+    saved, state = load_checkpoint(run_dir)
+    return resume_config(run_dir, saved, overrides, cfg), run_dir, state
+
+
+def log_to(run_dir: Path) -> None:
+    """Log as a Hydra job does: to stdout and, appended, to the run's train.log."""
+    formatter = logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    for handler in (logging.StreamHandler(sys.stdout), logging.FileHandler(run_dir / "train.log")):
+        handler.setFormatter(formatter)
+        root.addHandler(handler)
+
+
+def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
+    """Continue the run in `run_dir`; exits with the codes of `rlrun.cli` when it cannot."""
+    from rlrun.cli import run_job
+    from rlrun.train import train
+
+    def job() -> dict[str, Any]:
+        if not run_dir.is_dir() or not rundir.holds_run(run_dir):
+            raise ConfigError("resume", str(run_dir), "an existing run directory of rlrun")
+        rundir.claim(run_dir)  # before reading anything: a concurrent resume is refused here
+        composed = preflight.task_config(preflight.compose(overrides))
+        saved, state = load_checkpoint(run_dir)
+        cfg = resume_config(run_dir, saved, overrides, composed)
+        preflight.check_job(cfg, {})
+        record = run_dir / ".hydra" / time.strftime("resume_%Y-%m-%d_%H-%M-%S")
+        record.mkdir(parents=True, exist_ok=True)
+        rundir.write_text(record / "overrides.yaml", yaml.safe_dump(list(overrides)))
+        rundir.write_text(record / "config.yaml", OmegaConf.to_yaml(cfg))
+        log_to(run_dir)
+        return train(cfg, run_dir, state)
+
+    summary = run_job(job, run_dir)
+    assert summary is not None  # run_job exits on failure outside a sweep
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    from rlrun.signals import stop_on_signal
+
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stdout if argv else sys.stderr)
+        sys.exit(0 if argv else 2)
+    stop_on_signal()
+    resume(Path(argv[0]), argv[1:])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""A run directory: who owns it, what counts as a run, and how files get into it without loss.
+
+- A directory that holds a run (`holds_run`) is never reused by a new run; `python -m rlrun.resume <dir>`
+  continues it.
+- A run directory is owned by one process at a time: `owned(dir)` holds an OS file lock (`flock`, through
+  the filelock library) on `<dir>/.rlrun.lock` for the run's life. The OS drops the lock when the process
+  dies, however it dies, so a stale lock never blocks a later resume.
+- Files are written whole or not at all (`open_atomic`): a temporary file, fsync, then a rename over the
+  real name, so a full disk or a kill leaves the previous version in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+from pathlib import Path
+from typing import IO, Iterator
+
+from filelock import FileLock, Timeout
+
+LOCK_NAME = ".rlrun.lock"
+# Any of these makes a directory a run of rlrun (a started run writes .hydra/ and train.log first, then
+# its events, episodes.csv, checkpoints and summary).
+RUN_MARKERS = (".hydra/config.yaml", "checkpoint.pt", "checkpoint.prev.pt", "episodes.csv", "summary.json")
+
+
+class RunDirError(Exception):
+    """The directory cannot be used as asked (it holds another run, or another process owns it)."""
+
+
+def holds_run(path: Path) -> bool:
+    return any((Path(path) / marker).exists() for marker in RUN_MARKERS)
+
+
+def resume_command(path: Path) -> str:
+    import shlex
+
+    return f"python -m rlrun.resume {shlex.quote(str(path))}"
+
+
+def check_new(path: Path) -> None:
+    """Refuse a directory that already holds anything (a run above all: it names the resume command)."""
+    path = Path(path)
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise RunDirError(f"{path} is a file, not a run directory; choose another hydra.run.dir")
+    if holds_run(path):
+        raise RunDirError(f"{path} already holds a run; a new run never reuses it. Continue that run with "
+                          f"{resume_command(path)}, or choose a new hydra.run.dir")
+    if any(p.name != LOCK_NAME for p in path.iterdir()):
+        raise RunDirError(f"{path} is not empty, and a run never writes over files it did not make; "
+                          "choose a new or empty hydra.run.dir")
+
+
+class _Owned:
+    def __init__(self, path: Path, lock: FileLock, new: bool, created: bool):
+        self.path, self.lock = path, lock
+        self.new, self.created = new, created  # a new run's directory; created by this process
+
+
+_OWNED: dict[Path, _Owned] = {}  # run directories this process owns
+
+
+def claim(path: Path, new: bool = False) -> None:
+    """Own `path` (creating it if needed) until `release` or the end of the process; `new`: for a new run
+    (`check_new` first). Owning it twice in one process is a no-op. Raises `RunDirError` if another live
+    process owns it, `OSError` if it cannot be created or written."""
+    path = Path(path).resolve()
+    if path in _OWNED:
+        return
+    created = not path.exists()
+    lock = FileLock(str(path / LOCK_NAME), timeout=0)
+    _OWNED[path] = _Owned(path, lock, new, created)  # first: a signal from here on finds it to clean up
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except BaseException as e:  # a signal included: leave no directory behind that this call made
+        del _OWNED[path]
+        if created:
+            shutil.rmtree(path, ignore_errors=True)
+        if isinstance(e, Timeout):
+            raise RunDirError(f"{path} is in use by another rlrun process; it was left unchanged") from None
+        raise
+
+
+def owned_paths() -> list[Path]:
+    return list(_OWNED)
+
+
+def _release(path: Path) -> None:
+    owned = _OWNED.pop(Path(path).resolve(), None)
+    if owned is not None:
+        owned.lock.release()
+
+
+@contextlib.contextmanager
+def owned(path: Path) -> Iterator[None]:
+    """Own `path` for the block, unless this process already owns it (then the outer owner releases)."""
+    already = Path(path).resolve() in _OWNED
+    claim(path)
+    try:
+        yield
+    finally:
+        if not already:
+            _release(path)
+
+
+def discard_unstarted(path: Path, release: bool = True) -> bool:
+    """Remove what a new run wrote into `path` if it ended (refused, interrupted) before its first checkpoint:
+    a run that never started leaves no directory behind. A resumed run is left alone. `release=False` keeps
+    the lock (a process about to exit). Returns whether anything was removed."""
+    owned = _OWNED.get(Path(path).resolve())
+    if owned is None or not owned.new or (owned.path / "checkpoint.pt").exists():
+        return False
+    if release:
+        _release(owned.path)
+    if owned.created:
+        shutil.rmtree(owned.path, ignore_errors=True)
+    else:  # it was empty before: empty it again
+        for p in owned.path.iterdir():
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    return True
+
+
+@contextlib.contextmanager
+def open_atomic(path: Path, mode: str = "wb") -> Iterator[IO]:
+    """A file that appears under `path` only once it is completely written and fsynced. Any failure to
+    write is an `OSError` (torch reports some disk errors as `RuntimeError`); the old `path` stays."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, mode) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, RuntimeError):  # "PytorchStreamWriter failed writing file ...: file write failed"
+            free = shutil.disk_usage(path.parent).free
+            raise OSError(errno.EIO, f"writing {path.name} failed with {free / 2**20:.1f} MiB free on its disk "
+                                     f"(torch: {str(e).splitlines()[0]})") from None
+        raise
+    os.replace(tmp, path)
+
+
+def write_text(path: Path, text: str) -> None:
+    with open_atomic(path, "w") as f:
+        f.write(text)

@@ -1,0 +1,414 @@
+"""What a careless or hostile user can do to rlrun, and what rlrun guarantees in return (README,
+"Reliability"): nothing read from a run directory or checkpoint chooses which code runs, no run destroys
+another, every failure is one line with the documented exit code, and a refused command writes nothing."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from rlrun import checkpoint as ckpt
+from rlrun import rundir
+
+TINY = ["total_steps=640", "algo.learning_starts=160", "eval.interval=0", "log.plot=false",
+        "log.progress_bar=false", "checkpoint.every=320"]
+ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
+
+
+def cli(module, *args, cwd=None, rc=None):
+    proc = subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env=ENV, timeout=600)
+    if rc is not None:
+        assert proc.returncode == rc, proc.stderr[-3000:]
+        assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc
+
+
+def train(*args, **kw):
+    return cli("rlrun.train", *TINY, *args, **kw)
+
+
+def digest(path):
+    """The bytes of every file under `path` (but the empty lock file), to prove nothing was changed."""
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(Path(path).rglob("*")) if p.is_file() and p.name != rundir.LOCK_NAME}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("runs") / "run"
+    train(f"hydra.run.dir={run}", rc=0)
+    return run
+
+
+def copy_run(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(rundir.LOCK_NAME))
+    return dst
+
+
+# --- 1. nothing read from a run directory or checkpoint chooses which code runs ------------------------
+
+def hostile(sentinel):
+    """A config node that, instantiated, would create `sentinel`."""
+    return {"_target_": "builtins.open", "_args_": [str(sentinel), "w"]}
+
+
+def craft(state, where, sentinel):
+    config = state["config"]
+    if where == "group":
+        config["network"] = hostile(sentinel)
+    elif where == "nested":
+        config["network"]["hidden_sizes"] = [hostile(sentinel)]
+    elif where == "extra key":
+        config["env"]["wrapper"] = hostile(sentinel)
+    elif where == "optimizer":
+        config["optimizer"]["_target_"] = "builtins.open"
+    return state
+
+
+@pytest.mark.parametrize("where", ["group", "nested", "extra key", "optimizer"])
+def test_a_crafted_checkpoint_config_is_refused_by_evaluate_and_resume(finished_run, tmp_path, where):
+    run = copy_run(finished_run, tmp_path / "run")
+    sentinel = tmp_path / "sentinel"
+    for name in (ckpt.LATEST, ckpt.PREVIOUS):
+        state = torch.load(run / name, weights_only=True)
+        torch.save(craft(state, where, sentinel), run / name)
+    before = digest(run)
+
+    for proc in (cli("rlrun.evaluate", run, "episodes=1", rc=2),
+                 cli("rlrun.evaluate", run / ckpt.LATEST, "episodes=1", rc=2),
+                 cli("rlrun.resume", run, "total_steps=1000", rc=2),
+                 cli("rlrun.train", f"resume={run}", "total_steps=1000", rc=2)):
+        assert "network" in proc.stderr or "optimizer" in proc.stderr or "env.wrapper" in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not sentinel.exists(), "code named by the checkpoint ran"
+    assert digest(run) == before
+
+
+def test_a_crafted_hydra_config_next_to_model_pt_is_refused(finished_run, tmp_path):
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / "model.pt").write_bytes((finished_run / "model.pt").read_bytes())
+    config = yaml.safe_load((finished_run / ".hydra" / "config.yaml").read_text())
+    sentinel = tmp_path / "sentinel"
+    config["network"] = hostile(sentinel)
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    for target in (run, run / "model.pt"):
+        proc = cli("rlrun.evaluate", target, "episodes=1", rc=2)
+        assert "network._target_" in proc.stderr
+    assert not sentinel.exists()
+
+
+def test_hostile_overrides_in_the_run_directory_are_never_read_as_code(finished_run, tmp_path):
+    run = copy_run(finished_run, tmp_path / "run")
+    sentinel = tmp_path / "sentinel"
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(
+        ["+network.x._target_=builtins.open", f"+network.x._args_=[{sentinel},w]"]))
+    cli("rlrun.resume", run, "total_steps=960", rc=0)
+    cli("rlrun.evaluate", run, "episodes=1", rc=0)
+    assert not sentinel.exists()
+
+
+def test_a_checkpoint_holding_python_objects_is_refused_without_torch_advice(finished_run, tmp_path):
+    run = copy_run(finished_run, tmp_path / "run")
+    state = torch.load(run / ckpt.LATEST, weights_only=True)
+    state["step"] = Path("not/a/plain/value")  # pickled as a Python object: weights-only loading refuses it
+    torch.save(state, run / ckpt.LATEST)
+    proc = cli("rlrun.evaluate", run / ckpt.LATEST, rc=2)
+    assert "weights_only" not in proc.stderr and "not an rlrun checkpoint" in proc.stderr
+
+
+# --- 2. runs never destroy other runs -------------------------------------------------------------
+
+def test_a_new_run_never_reuses_a_run_directory(finished_run, tmp_path):
+    run = copy_run(finished_run, tmp_path / "run")
+    before = digest(run)
+    proc = train(f"hydra.run.dir={run}", rc=2)
+    assert "already holds a run" in proc.stderr and "rlrun.resume" in proc.stderr
+    assert digest(run) == before
+
+
+def test_a_new_run_never_writes_into_a_directory_with_other_files(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "model.pt").write_text("a user's own file")
+    proc = train(f"hydra.run.dir={mine}", rc=2)
+    assert "not empty" in proc.stderr
+    assert (mine / "model.pt").read_text() == "a user's own file" and len(list(mine.iterdir())) == 1
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    train(f"hydra.run.dir={empty}", rc=0)
+    assert (empty / "summary.json").exists()
+
+
+def test_a_sweep_never_reuses_a_sweep_directory(tmp_path):
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "notes.txt").write_text("mine")
+    proc = cli("rlrun.train", "-m", *TINY, "seed=0,1", f"hydra.sweep.dir={sweep}", rc=2)
+    assert "not empty" in proc.stderr and [p.name for p in sweep.iterdir()] == ["notes.txt"]
+
+
+def wait_for(predicate, proc, timeout=120):
+    t0 = time.time()
+    while not predicate():
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.time() - t0 < timeout
+        time.sleep(0.05)
+
+
+def test_a_run_directory_is_owned_by_one_process_and_a_dead_owner_does_not_block(finished_run, tmp_path):
+    run = copy_run(finished_run, tmp_path / "run")
+    first = subprocess.Popen([sys.executable, "-m", "rlrun.resume", str(run), "total_steps=2000000"], env=ENV,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: len(list(run.glob("events.out.tfevents.*"))) > 1, first)  # resumed and writing
+    rows = (run / "episodes.csv").read_text()
+    for proc in (cli("rlrun.resume", run, "total_steps=2000000", rc=2),
+                 cli("rlrun.train", f"resume={run}", "total_steps=2000000", rc=2)):
+        assert "in use by another rlrun process" in proc.stderr
+    assert not list((run / ".hydra").glob("resume_*"))[1:], "the refused resume left a record"
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert (run / "episodes.csv").read_text().startswith(rows.splitlines()[0])
+    cli("rlrun.resume", run, "total_steps=960", rc=0)  # the dead owner's lock is gone with it
+
+
+# --- 3. one clear line and the right exit code ------------------------------------------------------
+
+@pytest.mark.parametrize("args, says", [
+    (["network=duelling"], "dueling"),
+    (["algo.batch_size=big"], "algo.batch_size"),
+    (["total_step=1000"], "did you mean total_steps?"),
+    (["+algo.gama=0.5"], "did you mean algo.gamma?"),
+    (["-m", "optimizer.lr=1e-3,abc"], "optimizer.lr=abc"),
+    (["-m", "seed=0,1", "algo.gamma=2"], "algo.gamma"),
+    (["env.id=Blackjack-v1"], "Tuple(Discrete(32)"),
+    (["env.id=NoSuchEnv-v0"], "env.id"),
+])
+def test_a_bad_config_exits_2_with_one_line_and_writes_nothing(tmp_path, args, says):
+    proc = cli("rlrun.train", *args, cwd=tmp_path, rc=2)
+    assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert list(tmp_path.iterdir()) == [], "a refused command left files behind"
+
+
+def test_a_refused_resume_changes_nothing(finished_run, tmp_path):
+    run = copy_run(finished_run, tmp_path / "run")
+    before = digest(run)
+    proc = cli("rlrun.resume", run, "network.hidden_sizes=[32]", rc=2)
+    assert "network.hidden_sizes" in proc.stderr
+    cli("rlrun.resume", tmp_path / "missing", rc=2)
+    assert not (tmp_path / "missing").exists()
+    assert digest(run) == before
+
+
+def test_a_copied_model_pt_as_checkpoint_falls_back_to_the_previous_one(finished_run, tmp_path):
+    run = copy_run(finished_run, tmp_path / "run")
+    (run / ckpt.LATEST).write_bytes((run / "model.pt").read_bytes())
+    state, path = ckpt.load(run)
+    assert path.name == ckpt.PREVIOUS
+    proc = cli("rlrun.resume", run, "total_steps=960", rc=0)
+    assert "damaged" in proc.stderr and ckpt.PREVIOUS in proc.stderr
+
+
+def test_evaluate_turns_every_bad_input_into_one_line(finished_run, tmp_path):
+    run = copy_run(finished_run, tmp_path / "run")
+    out = cli("rlrun.evaluate", run / "model.pt", "episodes=2", rc=0).stdout
+    assert "mean return" in out
+    assert "seed" in cli("rlrun.evaluate", run, "seed=-1", rc=2).stderr
+    if not torch.cuda.is_available():
+        assert "device.type" in cli("rlrun.evaluate", run, "device=cuda", rc=2).stderr
+    (run / ckpt.LATEST).write_bytes(b"not a checkpoint")
+    proc = cli("rlrun.evaluate", run, "episodes=1", rc=0)
+    assert "damaged" in proc.stderr and ckpt.PREVIOUS in proc.stderr  # the fallback is said
+    proc = cli("rlrun.evaluate", run / ckpt.LATEST, rc=2)
+    assert "unreadable" in proc.stderr
+    (run / ckpt.PREVIOUS).write_bytes((run / ckpt.PREVIOUS).read_bytes()[:100])
+    (run / "model.pt").unlink()
+    proc = cli("rlrun.evaluate", run, rc=2)
+    assert "no loadable checkpoint" in proc.stderr
+    for proc in (cli("rlrun.evaluate", run), cli("rlrun.evaluate", run / ckpt.PREVIOUS)):
+        assert "weights_only" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+@contextmanager
+def small_filesystem(path, size="4m", read_only=False):
+    """A tmpfs at `path` (root only; skipped where mounts are not allowed)."""
+    path.mkdir(parents=True, exist_ok=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def test_evaluate_prints_its_results_from_a_read_only_run_directory(finished_run, tmp_path):
+    with small_filesystem(tmp_path / "ro") as mount:
+        run = copy_run(finished_run, mount / "run")
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        proc = cli("rlrun.evaluate", run, "episodes=2", rc=4)
+        assert "mean return" in proc.stdout and "not saved" in proc.stderr
+
+
+def test_a_full_disk_exits_4_and_keeps_the_earlier_checkpoint(tmp_path):
+    with small_filesystem(tmp_path / "full", size="3m") as mount:
+        run = mount / "run"
+        # about 1 MB per checkpoint with the replay buffer: the first fits, the third does not
+        proc = train(f"hydra.run.dir={run}", "total_steps=20000", "checkpoint.every=1000", rc=4)
+        assert "cannot write" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        state, path = ckpt.load(run)
+        assert state["step"] > 0
+        rows = (run / "episodes.csv").read_text()
+        proc = cli("rlrun.resume", run, "total_steps=40000", rc=4)  # still full
+        assert "cannot write" in proc.stderr
+        assert (run / "episodes.csv").read_text().startswith(rows[:200])
+        assert ckpt.load(run)[0]["step"] >= state["step"]
+
+
+def test_torch_write_errors_become_oserror_and_keep_the_old_file(tmp_path, monkeypatch):
+    target = tmp_path / "model.pt"
+    target.write_bytes(b"old")
+
+    def failing_save(obj, f):
+        f.write(b"partial")
+        raise RuntimeError("[enforce fail at inline_container.cc:1] . PytorchStreamWriter failed writing file")
+
+    monkeypatch.setattr(torch, "save", failing_save)
+    with pytest.raises(OSError, match="failed writing"):
+        with rundir.open_atomic(target) as f:
+            torch.save({}, f)
+    assert target.read_bytes() == b"old" and list(tmp_path.iterdir()) == [target]
+
+
+def test_a_signal_before_the_loop_starts_leaves_no_directory(tmp_path):
+    # during the imports, and right after the run directory appears
+    for delay in (0.3, None):
+        proc = subprocess.Popen([sys.executable, "-m", "rlrun.train", "total_steps=100000", "hydra.run.dir=run"],
+                                cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if delay is None:
+            wait_for(lambda: (tmp_path / "run").exists(), proc)
+        else:
+            time.sleep(delay)
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=120)[1]
+        assert "Traceback" not in err and "stopped by SIGTERM" in err, (delay, proc.returncode, err)
+        if proc.returncode == 128 + signal.SIGTERM:
+            assert not (tmp_path / "run").exists(), "a run that never started left a directory"
+        else:  # the loop had started: it checkpointed
+            assert proc.returncode == 75 and (tmp_path / "run" / ckpt.LATEST).exists()
+
+
+def test_keys_of_every_option_are_in_the_schema(compose):
+    """Every group option and preset composes into a config the schema accepts (no stray keys)."""
+    from rlrun.validate import validate
+
+    conf = Path(__file__).parent.parent / "conf"
+    pixels = {"env=atari": "network=cnn", "network=cnn": "env=atari"}
+    for group in ("env", "network", "buffer", "optimizer", "device"):
+        for option in sorted((conf / group).glob("*.yaml")):
+            choice = f"{group}={option.stem}"
+            validate(compose(choice, *[pixels[choice]] if choice in pixels else []))
+    for preset in sorted((conf / "experiment").glob("*.yaml")):
+        validate(compose(f"+experiment={preset.stem}"))
+
+
+# --- 4. inputs that used to crash -------------------------------------------------------------------
+
+def run_in_process(compose, tmp_path, *overrides):
+    from rlrun.train import train as train_fn
+
+    cfg = compose(*TINY, *overrides)
+    return train_fn(cfg, tmp_path / "run")
+
+
+@pytest.mark.parametrize("overrides", [
+    ["env.num_envs=512", "total_steps=2048"],
+    ["algo.learning_starts=0", "buffer.n_step=3", "env.num_envs=1"],
+    ["algo.learning_starts=0", "buffer=per", "seeds=2", "env.num_envs=2"],
+])
+def test_updates_wait_until_a_batch_can_be_drawn(compose, tmp_path, overrides):
+    summary = run_in_process(compose, tmp_path, *overrides)
+    assert summary["status"] == "finished"
+
+
+@pytest.mark.parametrize("env_id", ["FrozenLake-v1", "Taxi-v4"])
+def test_discrete_observations_are_one_hot(compose, tmp_path, env_id):
+    from rlrun.envs import make_vector_env
+
+    envs = make_vector_env(env_id, 2)
+    obs, _ = envs.reset(seed=0)
+    n = envs.single_observation_space.shape[0]
+    assert obs.shape == (2, n) and (obs.sum(axis=1) == 1).all()
+    envs.close()
+    summary = run_in_process(compose, tmp_path, f"env.id={env_id}", "env.num_envs=4", "total_steps=1600")
+    assert summary["status"] == "finished" and summary["episodes"] > 0
+
+
+def test_every_directory_rlrun_makes_can_be_resumed(tmp_path):
+    # a sweep job directory has '=' in its name
+    cli("rlrun.train", "-m", *TINY, "optimizer.lr=0.001", "seed=0", "hydra.sweep.dir=sweep", cwd=tmp_path, rc=0)
+    [summary] = (tmp_path / "sweep").rglob("summary.json")
+    job = summary.parent
+    assert "seed=0" in job.parts and "optimizer.lr=0.001" in job.parts
+    proc = cli("rlrun.train", f"resume={job}", cwd=tmp_path, rc=2)
+    assert "rlrun.resume" in proc.stderr  # the grammar cannot spell it: the message says what can
+    cli("rlrun.resume", job, "total_steps=960", cwd=tmp_path, rc=0)
+    assert json.loads((job / "summary.json").read_text())["env_steps"] == 960
+    # spaces and non-ASCII, quoted for Hydra's grammar: the directory is named exactly that
+    train("hydra.run.dir='runs/α β=1'", cwd=tmp_path, rc=0)
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["α β=1"]
+    cli("rlrun.resume", tmp_path / "runs" / "α β=1", "total_steps=960", rc=0)
+
+
+# --- 5. what a run records -------------------------------------------------------------------------
+
+def served_scalars(run_dir, tag):
+    """The points of `tag` as TensorBoard's own data provider serves them to its charts."""
+    from tensorboard import context
+    from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+
+    multiplexer = plugin_event_multiplexer.EventMultiplexer()
+    multiplexer.AddRunsFromDirectory(str(run_dir))
+    multiplexer.Reload()
+    provider = data_provider.MultiplexerDataProvider(multiplexer, str(run_dir))
+    runs = provider.read_scalars(context.RequestContext(), experiment_id="", plugin_name="scalars",
+                                 downsample=100_000, run_tag_filter=None)
+    return runs["."][tag]
+
+
+def test_every_finished_episode_is_its_own_point_in_tensorboard(tmp_path):
+    run = tmp_path / "run"
+    train(f"hydra.run.dir={run}", "total_steps=4000", rc=0)  # CartPole's 16 envs: episodes end together
+    rows = [r.split(",") for r in (run / "episodes.csv").read_text().splitlines()[1:]]
+    points = served_scalars(run, "charts/episodic_return")
+    assert len(rows) > 50
+    assert sorted((p.step, p.value) for p in points) == sorted((int(r[0]), float(r[2])) for r in rows)
+    assert len({p.step for p in points}) == len(rows), "episodes share a step: the chart hides some"
+
+
+def test_episodes_csv_has_one_line_ending_after_a_resume(finished_run, tmp_path):
+    run = copy_run(finished_run, tmp_path / "run")
+    cli("rlrun.resume", run, "total_steps=1280", rc=0)
+    data = (run / "episodes.csv").read_bytes()
+    assert b"\r" not in data and data.endswith(b"\n")
+    steps = [int(r.split(",")[0]) for r in data.decode().splitlines()[1:]]
+    assert max(steps) > 640 and steps == sorted(steps)
+
+
+def test_an_existing_read_only_run_directory_exits_4(tmp_path):
+    with small_filesystem(tmp_path / "ro") as mount:
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        proc = train(f"hydra.run.dir={mount}", rc=4)
+        assert "cannot create the run directory" in proc.stderr and "Read-only" in proc.stderr
