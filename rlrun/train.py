@@ -1,7 +1,8 @@
-"""`python -m rlrun.train [overrides]`: compose the config, build the parts, run the DQN loop.
+"""`python -m rlrun.train [overrides]`: build the parts from the config and run the DQN loop.
 
-`train(cfg, out_dir)` is a plain function (tests and sweeps call it directly); `main` is the thin Hydra
-wrapper around it. All config -> object wiring happens in `build()`.
+`train(cfg, out_dir)` is a plain function (tests and sweeps call it directly); the command line around it
+(checks before anything is written, the Hydra app, exit codes) is `rlrun.cli`. All config -> object
+wiring happens in `build()`.
 """
 
 from __future__ import annotations
