@@ -188,6 +188,11 @@ class RunConfig:
 
 
 def register_configs() -> None:
+    """The schemas (in Hydra's ConfigStore) and the resolvers that conf/config.yaml uses; idempotent."""
+    OmegaConf.register_new_resolver("rlrun_slug", lambda s: str(s).replace("/", "-"), replace=True)
+    # Run-dir part naming the seeds: seed3, or seeds3-10 for a batched run of 8.
+    OmegaConf.register_new_resolver("rlrun_seeds", lambda seed, seeds: f"seed{seed}" if int(seeds) == 1
+                                    else f"seeds{seed}-{int(seed) + int(seeds) - 1}", replace=True)
     cs = ConfigStore.instance()
     # Stored at the root (not in a group) so that `--help` lists only the real option groups.
     for name, node in SCHEMAS.items():

@@ -59,6 +59,9 @@ def compose(overrides: list[str]) -> DictConfig:
     """The config of one job, with its `hydra` node (ConfigError for anything Hydra refuses)."""
     from hydra import compose as hydra_compose, initialize_config_module
 
+    from rlrun.config import register_configs
+
+    register_configs()
     try:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
             return hydra_compose(config_name=CONFIG_NAME, overrides=overrides, return_hydra_config=True)

@@ -48,10 +48,6 @@ from rlrun.validate import ConfigError, validate
 
 log = logging.getLogger(__name__)
 register_configs()
-OmegaConf.register_new_resolver("rlrun_slug", lambda s: str(s).replace("/", "-"), replace=True)
-# Run-dir part naming the seeds: seed3, or seeds3-10 for a batched run of 8.
-OmegaConf.register_new_resolver("rlrun_seeds", lambda seed, seeds: f"seed{seed}" if int(seeds) == 1
-                                else f"seeds{seed}-{int(seed) + int(seeds) - 1}", replace=True)
 
 
 def seed_everything(seed: int) -> None:

