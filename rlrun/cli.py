@@ -48,6 +48,25 @@ def record_failure(out_dir: Path, error: BaseException) -> None:
         pass  # the job's directory is unwritable: its failure is on stderr
 
 
+def summary_lines(summary: dict[str, Any], out_dir: Path) -> str:
+    """What a finished run tells its user: the figures that matter and where to look next."""
+    def fmt(value: Any) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    agents = summary.get("agents")  # a batched run (seeds=K): its own summaries, one per agent
+    runs = list(agents.values()) if agents else [summary]
+    steps = runs[0]["env_steps"]
+    solved = [r["solved_step"] for r in runs if r["solved_step"] is not None]
+    lines = [f"rlrun: {summary['status']} after {steps:,} env steps{' per agent' if agents else ''} in "
+             f"{runs[0]['wall_time_s']:.1f} s",
+             "  100-episode mean return: " + " / ".join(fmt(r["final_mean_return_100"]) for r in runs)
+             + "; last greedy eval: " + " / ".join(fmt(r["final_eval_return"]) for r in runs),
+             f"  solved: {len(solved)}/{len(runs)}" + (f" (at step {', '.join(f'{s:,}' for s in solved)})" if solved else ""),
+             f"  run directory: {out_dir}",
+             f"  tensorboard --logdir {rundir.shell_quote(out_dir)}"]
+    return "\n".join(lines)
+
+
 def exit_code(error: Exception, out_dir: Path) -> tuple[Optional[int], str]:
     """The exit code and one-line message for an error of a run; (None, repr) for an unexpected one."""
     if isinstance(error, REFUSED):
@@ -64,7 +83,10 @@ def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: Optiona
     exit code. In a sweep (`sweep_job` is the job's number), a failed job is recorded in its directory and
     the sweep goes on."""
     try:
-        return job()
+        summary = job()
+        if sweep_job is None:
+            print(summary_lines(summary, out_dir), flush=True)
+        return summary
     except Preempted as e:
         fail(EXIT_PREEMPTED, f"stopped by {e}; checkpoint saved in {out_dir}. Continue with: "
                              f"{rundir.resume_command(out_dir)}")

@@ -34,10 +34,14 @@ def holds_run(path: Path) -> bool:
     return any((Path(path) / marker).exists() for marker in RUN_MARKERS)
 
 
-def resume_command(path: Path) -> str:
+def shell_quote(path: Path) -> str:
     import shlex
 
-    return f"python -m rlrun.resume {shlex.quote(str(path))}"
+    return shlex.quote(str(path))
+
+
+def resume_command(path: Path) -> str:
+    return f"python -m rlrun.resume {shell_quote(path)}"
 
 
 def check_new(path: Path) -> None:

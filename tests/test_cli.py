@@ -32,6 +32,9 @@ def test_dueling_per_run_leaves_everything_behind(tmp_path):
     proc = run_train("network=dueling", "buffer=per", *TINY, f"hydra.run.dir={run_dir}")
     assert proc.returncode == 0, proc.stderr
     assert "solved at step" in proc.stdout + proc.stderr  # threshold 10 is reached by random play
+    # the run ends with its figures and where to look next
+    assert "rlrun: finished after 4,000 env steps" in proc.stdout and "solved: 1/1 (at step" in proc.stdout
+    assert f"tensorboard --logdir {run_dir}" in proc.stdout
 
     events = list(run_dir.glob("events.out.tfevents.*"))
     assert len(events) == 1
