@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import warnings
 from pathlib import Path
 from typing import Any, Optional
@@ -77,8 +78,14 @@ def load_curve(run_dir: Path, tag: str = CURVE_TAG) -> pd.DataFrame:
     """A scalar tag of one run's TensorBoard events as (step, value)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
+    quiet = logging.getLogger("tensorboard")  # its directory watcher logs "No path found after ..." per run
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:
+        acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+        acc.Reload()
+    finally:
+        quiet.setLevel(level)
     if tag not in acc.Tags()["scalars"]:
         return pd.DataFrame(columns=["step", "value"])
     return pd.DataFrame([(e.step, e.value) for e in acc.Scalars(tag)], columns=["step", "value"])

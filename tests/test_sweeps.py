@@ -49,6 +49,7 @@ def test_lr_by_seed_sweep_names_jobs_and_reports(tmp_path):
     proc = multirun(tmp_path, "optimizer.lr=1e-3,2e-3", "seed=0,1")
     check_lr_seed_sweep(tmp_path)
     assert "Sweep report" in proc.stdout  # printed by the Hydra callback
+    assert "No path found" not in proc.stdout + proc.stderr  # TensorBoard's watcher stays quiet
 
 
 def test_joblib_launcher_runs_the_same_sweep_in_parallel(tmp_path):
