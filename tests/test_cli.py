@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -112,8 +113,12 @@ def test_plain_install_finds_configs_outside_the_checkout(tmp_path):
 def test_doctor_reports_versions():
     proc = subprocess.run([sys.executable, "-m", "rlrun.doctor"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for name in ("torch", "gymnasium", "hydra-core", "tensorboard", "gpus"):
+    for name in ("torch", "gymnasium", "hydra-core", "tensorboard", "filelock", "gpus", "ale-py", "hydra-ray-launcher"):
         assert name in proc.stdout
+    assert "(optional: the atari extra)" in proc.stdout
+    starts = {re.match(r"^\S.*?\s{2,}(\S)", line).start(1) for line in proc.stdout.splitlines()[:-1]
+              if not line.startswith(" ")}
+    assert len(starts) == 1, "the values are not in one column"
     assert torch.__version__ in proc.stdout
 
 
