@@ -3,8 +3,8 @@
 Loads the run's config and weights (from a checkpoint file, or a run directory's checkpoint.pt or
 model.pt), plays N episodes with the greedy policy (noisy layers use their mean weights), prints the mean,
 standard deviation and every return, and saves them to `evaluation.json` next to the weights. The same
-seed gives the same evaluation. `video=true` records the episodes with gymnasium's RecordVideo into
-`<run dir>/videos/` (needs the `video` extra: moviepy).
+seed gives the same evaluation. `video=true` records the episodes with gymnasium's RecordVideo into a new
+`<run dir>/videos/seed<S>_<time>/` and prints where (needs the `video` extra: moviepy).
 """
 
 from __future__ import annotations
@@ -105,9 +105,15 @@ def load_policy(path: Path, device: torch.device) -> tuple[DictConfig, dict, Pat
 
 
 def record_video(q_net, cfg, episodes: int, seed: int, out_dir: Path, device: torch.device) -> Path:
+    """The same episodes (same seeds, same greedy policy) recorded into a new folder of `<run>/videos/`."""
+    import os
+    from datetime import datetime
+
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame renders off-screen: no display, no audio
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     from gymnasium.wrappers import RecordVideo
 
-    video_dir = out_dir / "videos"
+    video_dir = out_dir / "videos" / datetime.now().strftime(f"seed{seed}_%Y-%m-%d_%H-%M-%S-%f")
     env = gym.make(cfg.env.id, render_mode="rgb_array")
     if cfg.env.get("action_bins") is not None:
         env = DiscretizeAction(env, cfg.env.action_bins)
@@ -147,6 +153,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 result["video_dir"] = str(record_video(q_net, cfg, opts["episodes"], opts["seed"], out_dir, device))
             except (ImportError, gym.error.DependencyNotInstalled) as e:
                 fail(2, f"video=true needs the video extra (pip install -e '.[video]'): {e}")
+            print(f"videos: {result['video_dir']}")
         rundir.write_text(out_dir / "evaluation.json", json.dumps(result, indent=2) + "\n")
     except OSError as e:
         fail(4, f"the results above were not saved: cannot write to {out_dir} ({e.strerror or e})")

@@ -44,6 +44,10 @@ def test_bad_arguments_are_clear(run_dir, tmp_path):
 def test_video(run_dir):
     pytest.importorskip("moviepy")
     pytest.importorskip("pygame")
-    proc = cli("-m", "rlrun.evaluate", str(run_dir), "episodes=1", "video=true")
-    assert proc.returncode == 0, proc.stderr
-    assert list((run_dir / "videos").glob("*.mp4"))
+    for _ in range(2):  # a second recording goes to a folder of its own
+        proc = cli("-m", "rlrun.evaluate", str(run_dir), "episodes=1", "video=true")
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr == "", proc.stderr  # no SDL or overwrite warnings
+    folders = sorted((run_dir / "videos").iterdir())
+    assert len(folders) == 2 and all(len(list(f.glob("*.mp4"))) == 1 for f in folders)
+    assert f"videos: {folders[-1]}" in proc.stdout
