@@ -19,7 +19,7 @@ if __name__ == "__main__":  # a signal during the imports below gets one line to
 
 import logging
 import sys
-import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,7 @@ def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
         saved, state = load_checkpoint(run_dir)
         cfg = resume_config(run_dir, saved, overrides, composed)
         preflight.check_job(cfg, {})
-        record = run_dir / ".hydra" / time.strftime("resume_%Y-%m-%d_%H-%M-%S")
+        record = run_dir / ".hydra" / datetime.now().strftime("resume_%Y-%m-%d_%H-%M-%S-%f")  # never reused
         record.mkdir(parents=True, exist_ok=True)
         rundir.write_text(record / "overrides.yaml", yaml.safe_dump(list(overrides)))
         rundir.write_text(record / "config.yaml", OmegaConf.to_yaml(cfg))
