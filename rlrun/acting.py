@@ -91,10 +91,13 @@ def numpy_forward(net: nn.Module) -> Optional[Callable[[np.ndarray], np.ndarray]
 
 class GreedyActor:
     """`actor(obs)` -> greedy actions: obs (B, *obs_shape) -> (B,) for a `QNetwork`, (K, B, ...) ->
-    (K, B) for a `StackedQNetwork`, as numpy int64."""
+    (K, B) for a stacked network (`agents` = K), as numpy int64. `actor.act(obs)` takes and returns the
+    flat form whatever the network: (K * B, *obs_shape) -> (K * B,), agent k's observations in rows
+    k * B to (k + 1) * B - 1, as the vector env of a run with K agents lays them out."""
 
     def __init__(self, net: nn.Module, device: torch.device):
         self.net, self.device = net, device
+        self.agents: Optional[int] = getattr(net, "agents", None)
         self._numpy = numpy_forward(net)
 
     @property
@@ -103,10 +106,12 @@ class GreedyActor:
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         if self._numpy is not None:
-            flat = obs.reshape(*obs.shape[: self._batch_dims(obs)], -1)
+            flat = obs.reshape(*obs.shape[: 1 if self.agents is None else 2], -1)
             return self._numpy(flat).argmax(axis=-1)
         with torch.no_grad():
             return self.net(torch.as_tensor(obs, device=self.device)).argmax(dim=-1).cpu().numpy()
 
-    def _batch_dims(self, obs: np.ndarray) -> int:
-        return 2 if isinstance(self.net, StackedQNetwork) else 1
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        if self.agents is None:
+            return self(obs)
+        return self(obs.reshape(self.agents, -1, *obs.shape[1:])).reshape(-1)

@@ -1,107 +1,25 @@
-"""`python -m rlrun.train [overrides]`: the command line around `rlrun.train.train`.
+"""`python -m rlrun.train [overrides]`: the command line around `rlrun.run.train`.
 
 `main` checks the command before Hydra writes anything (`rlrun.preflight`), then hands it to the Hydra app
 `hydra_main`, a thin wrapper that calls `train` and returns the objective sweepers optimise. Everything that
-can go wrong becomes one line on stderr and an exit code (README, "Reliability"):
-
-    0 done · 2 refused (bad config, a run directory that holds a run or is in use, an unloadable
-    checkpoint) · 3 non-finite loss · 4 cannot write · 75 stopped by a signal, checkpoint saved (resume)
-    · 130 / 143 stopped by SIGINT / SIGTERM before anything was kept
+can go wrong becomes one line on stderr and an exit code (`rlrun.jobs`).
 """
 
 from __future__ import annotations
 
-import json
 import sys
-import traceback
 from pathlib import Path
-from typing import Any, Callable, NoReturn, Optional
+from typing import Any, Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from rlrun import checkpoint as ckpt
-from rlrun import preflight, rundir
-from rlrun.learner import NonFiniteError
-from rlrun import signals
-from rlrun.train import Preempted, train
-from rlrun.validate import ConfigError
-
-EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_PREEMPTED = 2, 3, 4, 75  # 75 = EX_TEMPFAIL: try again (resume)
-REFUSED = (ConfigError, ckpt.CheckpointError, rundir.RunDirError)
-
-
-def fail(code: int, message: str) -> NoReturn:
-    print(f"rlrun: {message}", file=sys.stderr)
-    sys.exit(code)
-
-
-def record_failure(out_dir: Path, error: BaseException) -> None:
-    """Mark a sweep job as failed in its own directory, so the sweep goes on and the report lists it."""
-    detail = str(error) if isinstance(error, REFUSED) else "".join(traceback.format_exception(error))
-    try:
-        rundir.write_text(out_dir / "summary.json", json.dumps({"status": "failed", "error": str(error)}, indent=2) + "\n")
-        rundir.write_text(out_dir / "error.txt", detail)
-    except OSError:
-        pass  # the job's directory is unwritable: its failure is on stderr
-
-
-def summary_lines(summary: dict[str, Any], out_dir: Path) -> str:
-    """What a finished run tells its user: the figures that matter and where to look next."""
-    def fmt(value: Any) -> str:
-        return "-" if value is None else f"{value:.1f}"
-
-    agents = summary.get("agents")  # a batched run (seeds=K): its own summaries, one per agent
-    runs = list(agents.values()) if agents else [summary]
-    steps = runs[0]["env_steps"]
-    solved = [r["solved_step"] for r in runs if r["solved_step"] is not None]
-    lines = [f"rlrun: {summary['status']} after {steps:,} env steps{' per agent' if agents else ''} in "
-             f"{runs[0]['wall_time_s']:.1f} s",
-             "  100-episode mean return: " + " / ".join(fmt(r["final_mean_return_100"]) for r in runs)
-             + "; last greedy eval: " + " / ".join(fmt(r["final_eval_return"]) for r in runs),
-             f"  solved: {len(solved)}/{len(runs)}" + (f" (at step {', '.join(f'{s:,}' for s in solved)})" if solved else ""),
-             f"  run directory: {out_dir}",
-             f"  tensorboard --logdir {rundir.shell_quote(out_dir)}"]
-    return "\n".join(lines)
-
-
-def exit_code(error: Exception, out_dir: Path) -> tuple[Optional[int], str]:
-    """The exit code and one-line message for an error of a run; (None, repr) for an unexpected one."""
-    if isinstance(error, REFUSED):
-        return EXIT_CONFIG, str(error)
-    if isinstance(error, NonFiniteError):
-        return EXIT_NONFINITE, str(error)
-    if isinstance(error, OSError):  # an unwritable or full run directory; earlier checkpoints are intact
-        return EXIT_OS, f"cannot write to {out_dir}: {error.strerror or error}"
-    return None, repr(error)
-
-
-def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: Optional[int] = None) -> Optional[dict]:
-    """Run `job` (a training run writing into `out_dir`) and turn each way it can fail into one line and an
-    exit code. In a sweep (`sweep_job` is the job's number), a failed job is recorded in its directory and
-    the sweep goes on."""
-    try:
-        summary = job()
-        if sweep_job is None:
-            print(summary_lines(summary, out_dir), flush=True)
-        return summary
-    except Preempted as e:
-        fail(EXIT_PREEMPTED, f"stopped by {e}; checkpoint saved in {out_dir}. Continue with: "
-                             f"{rundir.resume_command(out_dir)}")
-    except Exception as e:
-        code, message = exit_code(e, out_dir)
-        if sweep_job is None:
-            if code is None:
-                raise  # a bug: the traceback is what helps
-            if code == EXIT_CONFIG:
-                rundir.discard_unstarted(out_dir)  # a refused run leaves no directory behind
-            fail(code, message)
-        print(f"rlrun: job {sweep_job} failed: {message}"
-              + ("" if code else f" (details in {out_dir / 'error.txt'})"), file=sys.stderr)
-        record_failure(out_dir, e)
-        return None
+from rlrun import preflight, signals
+from rlrun.jobs import EXIT_CONFIG, EXIT_OS, REFUSED, fail, run_job
+from rlrun.resume import load_resume, resume
+from rlrun.run import train
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rlrun.conf", config_name="config")
@@ -113,8 +31,6 @@ def hydra_main(cfg: DictConfig) -> Optional[float]:
 
     def job() -> dict[str, Any]:
         if cfg.resume is not None:  # a sweep over resumed runs: each continues in its own directory
-            from rlrun.resume import load_resume
-
             resumed, run_dir, state = load_resume(cfg, list(hydra_cfg.overrides.task))
             return train(resumed, run_dir, state)
         return train(cfg, out_dir)
@@ -134,8 +50,6 @@ def main() -> None:
         fail(EXIT_OS, f"cannot create the run directory ({e}); choose another with hydra.run.dir=... "
                       "(or hydra.sweep.dir=... for -m)")
     if plan is not None and plan.resume is not None:
-        from rlrun.resume import resume
-
         resume(plan.resume, plan.resume_overrides)
         return
     if plan is not None:

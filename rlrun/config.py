@@ -1,7 +1,8 @@
 """Typed schemas for every config group, registered in Hydra's ConfigStore.
 
-Each YAML under conf/ names its schema in `defaults:` (for example `- /schema/network/q_network`), so a
-wrong type fails at composition with the key named. Value checks that types cannot express (ranges,
+These dataclasses are the one place that holds defaults: an option YAML under conf/ states only what
+differs, and names its schema in `defaults:` where a group has several (buffer, optimizer), so a wrong
+type fails at composition with the key named. Value checks that types cannot express (ranges,
 cross-key rules) live in `validate()`, which runs before anything is built or written.
 """
 
@@ -11,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import MISSING, OmegaConf
 
 
 @dataclass
@@ -168,11 +168,11 @@ class CheckpointConfig:
 
 @dataclass
 class RunConfig:
-    env: EnvConfig = MISSING
-    network: Any = MISSING
-    buffer: Any = MISSING
-    optimizer: Any = MISSING
-    device: DeviceConfig = MISSING
+    env: EnvConfig = field(default_factory=EnvConfig)
+    network: QNetworkConfig = field(default_factory=QNetworkConfig)
+    buffer: Any = MISSING  # uniform or prioritized: the option names its schema
+    optimizer: Any = MISSING  # Adam, RMSprop or SGD: the option names its schema
+    device: DeviceConfig = field(default_factory=DeviceConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -181,7 +181,7 @@ class RunConfig:
     resume: Optional[str] = None  # a run directory to continue
     exp_name: str = "dqn"
     seed: int = 0
-    # Agents trained together in this process (rlrun.batched): seeds seed, seed+1, ..., seed+seeds-1.
+    # Agents trained together in this process (rlrun.population): seeds seed, seed+1, ..., seed+seeds-1.
     seeds: int = 1
     total_steps: int = 100_000
     stop_on_solve: bool = False
@@ -221,19 +221,3 @@ GROUP_TARGETS: dict[str, dict[str, type]] = {
                "rlrun.replay.PrioritizedReplayBuffer": PrioritizedBufferConfig},
     "optimizer": {"torch.optim.Adam": AdamConfig, "torch.optim.RMSprop": RMSpropConfig, "torch.optim.SGD": SGDConfig},
 }
-
-
-def from_saved(saved: Any) -> DictConfig:
-    """A config read from a run directory or a checkpoint, rebuilt on rlrun's own schemas: unknown keys
-    and targets outside `GROUP_TARGETS` are refused and types are checked (`ConfigError`), keys missing
-    from an older run get the schema's defaults."""
-    from rlrun.validate import ConfigError, check_schema
-
-    check_schema(saved)
-    groups = {g: GROUP_TARGETS[g][saved[g]["_target_"]]() for g in GROUP_TARGETS}
-    schema = OmegaConf.structured(RunConfig(env=EnvConfig(), device=DeviceConfig(), **groups))
-    try:
-        return OmegaConf.merge(schema, saved)
-    except OmegaConfBaseException as e:
-        key = getattr(e, "full_key", None) or "config"
-        raise ConfigError(key, getattr(e, "value", None), str(e).splitlines()[0]) from None

@@ -18,12 +18,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 import yaml
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt
 from rlrun import rundir
-from rlrun.config import from_saved
+from rlrun.build import make_network
+from rlrun.validate import from_saved
 from rlrun.validate import ConfigError, validate
 from rlrun.device import resolve_device
 from rlrun.envs import make_vector_env
@@ -169,10 +169,9 @@ def play(cfg: DictConfig, weights: dict, opts: dict[str, Any], device: torch.dev
                            frame_stack=e.frame_stack, atari=atari, train=False)
     try:
         shape = envs.single_observation_space.shape
-        q_net = instantiate(cfg.network, obs_dim=int(np.prod(shape)), n_actions=int(envs.single_action_space.n),
-                            obs_shape=list(shape)).to(device)
+        q_net = make_network(cfg, shape, int(envs.single_action_space.n), device)
         q_net.load_state_dict(weights)
-        return evaluate(q_net, envs, opts["seed"], device), q_net
+        return evaluate(q_net, envs, [opts["seed"]], device)[0], q_net
     finally:
         envs.close()
 

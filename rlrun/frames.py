@@ -58,8 +58,7 @@ class FrameStore:
         much shorter than the store's margin assumes). One host sync: call it at logging time."""
         if len(buffer) == 0:
             return
-        oldest = buffer.pos if len(buffer) == buffer.capacity else 0
-        needed = int(buffer.obs[oldest].min())
+        needed = int(buffer.oldest_obs().min())
         if needed < self.written - self.capacity:
             raise RuntimeError(f"frame store too small: transitions need frame {needed}, but only frames from "
                                f"{self.written - self.capacity} on are kept; lower buffer.capacity or report this")

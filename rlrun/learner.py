@@ -6,7 +6,7 @@ import contextlib
 import copy
 import math
 import warnings
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import nn
@@ -29,21 +29,25 @@ class DQNLearner:
         optimizer: torch.optim.Optimizer,
         *,
         double: bool = True,
-        loss: str = "huber",
+        loss: str = "mse",
         max_grad_norm: Optional[float] = 10.0,
-        tau: float = 1.0,
+        tau: float = 0.05,
         target_update_period: int = 1,
         on_nonfinite: str = "stop",
         amp: str = "none",
         compile: bool = False,
         compile_mode: str = "default",
+        noise_generator: Any = None,
     ):
+        """Defaults are those of `rlrun.config.AlgoConfig`. `noise_generator`: where noisy nets draw their
+        noise (a torch.Generator, or one per agent for stacked agents; None: torch's global one)."""
         self.online = online
         self.target = copy.deepcopy(online).requires_grad_(False)
         self.optimizer = optimizer
         self.double = double
         self.distributional = getattr(online, "num_atoms", 1) > 1
         self.noisy = getattr(online, "noisy", False)
+        self.noise_generator = noise_generator
         if (loss == "cross_entropy") != self.distributional:
             allowed = "cross_entropy" if self.distributional else "huber or mse"
             kind = "distributional" if self.distributional else "scalar"
@@ -88,35 +92,34 @@ class DQNLearner:
 
         Each shifted atom Tz_j (clipped to [v_min, v_max]) splits its probability between the two
         neighbouring support points in proportion to closeness; one that lands exactly on a support point
-        gives it all its mass. Returns (B, atoms) probabilities that sum to 1.
+        gives it all its mass. Returns (..., B, atoms) probabilities that sum to 1 (any leading agent axis).
         """
         support = self.target.support
         n = support.numel()
         v_min, v_max = support[0], support[-1]
         dz = (v_max - v_min) / (n - 1)
-        next_logits = self.target.dist_logits(batch.next_obs)
-        next_probs = next_logits.softmax(dim=2)
-        a_star = self._next_actions(batch.next_obs, (next_probs * support).sum(dim=2))
-        p = next_probs.gather(1, a_star.unsqueeze(2).expand(-1, 1, n)).squeeze(1)  # (B, atoms)
-        tz = (batch.rewards.unsqueeze(1) + batch.discounts.unsqueeze(1) * support).clamp(v_min, v_max)
+        next_probs = self.target.dist_logits(batch.next_obs).softmax(dim=-1)  # (..., B, A, atoms)
+        a_star = self._next_actions(batch.next_obs, (next_probs * support).sum(dim=-1))  # (..., B, 1)
+        p = next_probs.gather(-2, a_star.unsqueeze(-1).expand(*a_star.shape, n)).squeeze(-2)  # (..., B, atoms)
+        tz = (batch.rewards.unsqueeze(-1) + batch.discounts.unsqueeze(-1) * support).clamp(v_min, v_max)
         b = (tz - v_min) / dz
         lower, upper = b.floor().long().clamp(0, n - 1), b.ceil().long().clamp(0, n - 1)
         w_lower = (upper.float() - b) + (lower == upper).float()  # exact hit: all mass to that atom
         w_upper = b - lower.float()
         m = torch.zeros_like(p)
-        m.scatter_add_(1, lower, p * w_lower)
-        m.scatter_add_(1, upper, p * w_upper)
+        m.scatter_add_(-1, lower, p * w_lower)
+        m.scatter_add_(-1, upper, p * w_upper)
         return m
 
     def _loss(self, batch: Batch):
         """Per-sample loss, the Q(s, a) it was computed for, and the per-sample PER priority (None for a
         uniform batch, which has no importance weights)."""
         if self.distributional:
-            logits = self.online.dist_logits(batch.obs)
-            idx = batch.actions.view(-1, 1, 1).expand(-1, 1, logits.shape[2])
-            log_p = logits.gather(1, idx).squeeze(1).log_softmax(dim=1)
-            elementwise = -(self.projected_target(batch) * log_p).sum(dim=1)  # cross-entropy
-            q = (log_p.detach().exp() * self.online.support).sum(dim=1)
+            logits = self.online.dist_logits(batch.obs)  # (..., B, A, atoms)
+            idx = batch.actions.unsqueeze(-1).unsqueeze(-1).expand(*batch.actions.shape, 1, logits.shape[-1])
+            log_p = logits.gather(-2, idx).squeeze(-2).log_softmax(dim=-1)
+            elementwise = -(self.projected_target(batch) * log_p).sum(dim=-1)  # cross-entropy
+            q = (log_p.detach().exp() * self.online.support).sum(dim=-1)
             return elementwise, q, elementwise.detach()
         q = self.online(batch.obs).gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)
         target = self.td_target(batch)
@@ -160,8 +163,8 @@ class DQNLearner:
         """One gradient step. Returns detached tensors only: reading them is the caller's sync point.
         Returns None when a non-finite update was skipped."""
         if self.noisy:  # fresh, independent noise for the online and target nets at every update
-            self.online.reset_noise()
-            self.target.reset_noise()
+            self.online.reset_noise(self.noise_generator)
+            self.target.reset_noise(self.noise_generator)
         with self._autocast():
             elementwise, q, priority = self._compute_loss(batch)
             if self.amp != "none":

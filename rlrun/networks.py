@@ -8,7 +8,7 @@ returns Q-values (B, A), so acting, evaluation and logging treat every variant t
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 from torch import nn
@@ -43,9 +43,15 @@ class NoisyLinear(nn.Module):
         return x.sign() * x.abs().sqrt()
 
     @torch.no_grad()
-    def reset_noise(self) -> None:
-        self.eps_in.copy_(self._f(torch.randn(self.in_features, device=self.eps_in.device)))
-        self.eps_out.copy_(self._f(torch.randn(self.out_features, device=self.eps_out.device)))
+    def reset_noise(self, generator: Optional[torch.Generator] = None) -> None:
+        """New noise, from `generator` (the agent's own stream) or torch's global one."""
+        self.eps_in.copy_(self.noise(self.in_features, generator, self.eps_in.device))
+        self.eps_out.copy_(self.noise(self.out_features, generator, self.eps_out.device))
+
+    @classmethod
+    def noise(cls, size: int, generator: Optional[torch.Generator], device: torch.device) -> torch.Tensor:
+        """f(eps) for `size` standard normal draws: the order of draws every noisy network shares."""
+        return cls._f(torch.randn(size, generator=generator, device=device))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:
@@ -109,7 +115,7 @@ class QNetwork(nn.Module):
         n_actions: int,
         hidden_sizes: Sequence[int] = (128, 128),
         dueling: bool = False,
-        layer_norm: bool = False,
+        layer_norm: bool = True,
         activation: str = "relu",
         num_atoms: int = 1,
         v_min: float = -10.0,
@@ -166,7 +172,7 @@ class QNetwork(nn.Module):
             return out.squeeze(2)
         return (out.softmax(dim=2) * self.support).sum(dim=2)
 
-    def reset_noise(self) -> None:
+    def reset_noise(self, generator: Optional[torch.Generator] = None) -> None:
         for m in self.modules():
             if isinstance(m, NoisyLinear):
-                m.reset_noise()
+                m.reset_noise(generator)

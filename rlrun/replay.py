@@ -1,5 +1,8 @@
 """Replay storage as preallocated tensors on the training device.
 
+Every buffer (uniform or prioritized, one agent here or K agents in `rlrun.stacked_replay`) has the
+interface `Replay`: the training loop and the learner use nothing else.
+
 A transition is (obs, action, reward, next_obs, discount), where `discount` already folds in the episode
 end: gamma**k for a transition that may bootstrap (including a time-limit truncation), 0 for one that
 terminated. The learner's target is then simply `reward + discount * Q_target(next_obs)`.
@@ -7,7 +10,7 @@ terminated. The learner's target is then simply `reward + discount * Q_target(ne
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Sequence
+from typing import NamedTuple, Optional, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -24,12 +27,43 @@ class Batch(NamedTuple):
     age: torch.Tensor  # transitions added to the buffer since each sampled one was stored
 
 
+class Replay(Protocol):
+    """What the loop and the learner use of a buffer. Sizes, samples and priorities carry a leading agent
+    axis for K stacked agents ((K, B) tensors) and none for one agent ((B,) tensors)."""
+
+    capacity: int
+    prioritized: bool
+
+    def __len__(self) -> int:
+        """Transitions stored (the smallest agent's count for stacked agents): sampling needs this many."""
+        ...
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """(K,) transitions stored per agent (K = 1 for a single buffer)."""
+        ...
+
+    def sample(self, batch_size: int, beta: float = 1.0) -> Batch: ...
+
+    def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None: ...
+
+    def oldest_obs(self) -> torch.Tensor:
+        """The stored observation of each agent's oldest transition (frame-index stacks: see rlrun.frames)."""
+        ...
+
+    def state_dict(self, include_storage: bool = True) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
 class ReplayBuffer:
     """Uniform replay: a ring buffer; `sample` draws indices uniformly with replacement.
 
-    `n_step` records what the stored transitions are: rewards summed over up to n steps by
-    `rlrun.nstep.NStepAccumulator`, with `discount = gamma^(steps taken)` or 0.
+    Transitions arrive already n-step accumulated (`rlrun.nstep.NStepAccumulator`): `discount` is
+    gamma^(steps taken), or 0 where the episode terminated.
     """
+
+    prioritized = False
 
     def __init__(
         self,
@@ -38,10 +72,8 @@ class ReplayBuffer:
         device: torch.device | str = "cpu",
         obs_dtype: torch.dtype = torch.float32,
         generator: Optional[torch.Generator] = None,
-        n_step: int = 1,
     ):
         self.capacity = int(capacity)
-        self.n_step = n_step
         self.device = torch.device(device)
         self.generator = generator
         self.obs = torch.zeros((self.capacity, *obs_shape), dtype=obs_dtype, device=self.device)
@@ -60,6 +92,13 @@ class ReplayBuffer:
 
     def __len__(self) -> int:
         return self.size
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.array([self.size])
+
+    def oldest_obs(self) -> torch.Tensor:
+        return self.obs[self.pos if self.size == self.capacity else 0].unsqueeze(0)
 
     def add(self, obs, actions, rewards, next_obs, discounts) -> list[tuple[int, int]]:
         """Store a batch of B transitions (numpy arrays or tensors with a leading batch axis); returns the
@@ -206,6 +245,8 @@ class PrioritizedReplayBuffer(PriorityBookkeeping, ReplayBuffer):
     Sampling is stratified: the total mass is cut into `batch_size` equal segments, one draw in each.
     """
 
+    prioritized = True
+
     def __init__(
         self,
         capacity: int,
@@ -213,13 +254,12 @@ class PrioritizedReplayBuffer(PriorityBookkeeping, ReplayBuffer):
         device: torch.device | str = "cpu",
         obs_dtype: torch.dtype = torch.float32,
         generator: Optional[torch.Generator] = None,
-        n_step: int = 1,
         alpha: float = 0.6,
         beta_start: float = 0.4,
         beta_anneal_steps: Optional[int] = None,
         priority_eps: float = 1e-6,
     ):
-        super().__init__(capacity, obs_shape, device, obs_dtype, generator, n_step)
+        super().__init__(capacity, obs_shape, device, obs_dtype, generator)
         self.alpha = alpha
         self.beta_start = beta_start
         self.beta_anneal_steps = beta_anneal_steps

@@ -28,7 +28,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt
 from rlrun import preflight, rundir
-from rlrun.config import from_saved
+from rlrun.jobs import run_job
+from rlrun.run import train
+from rlrun.validate import from_saved
 from rlrun.validate import ConfigError
 
 USAGE = ("usage: python -m rlrun.resume <run dir> [overrides]\n"
@@ -90,9 +92,6 @@ def log_to(run_dir: Path) -> None:
 
 def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     """Continue the run in `run_dir`; exits with the codes of `rlrun.cli` when it cannot."""
-    from rlrun.cli import run_job
-    from rlrun.train import train
-
     def job() -> dict[str, Any]:
         if not run_dir.is_dir() or not rundir.holds_run(run_dir):
             raise ConfigError("resume", str(run_dir), "an existing run directory of rlrun")

@@ -1,5 +1,10 @@
 """K independent Q-networks held as one module with an agent axis (many seeds in one process).
 
+`stack_networks(nets)` picks one of two forms with the same interface (forward (K, B, ...) -> (K, B, A),
+`agents`, `agent_state_dict(k)`): `StackedQNetwork`, hand-fused for plain MLPs (the common case, and
+fast on a CPU), or `VmapQNetwork` for every other QNetwork (pixels, noisy layers, C51) through
+`torch.func.vmap`.
+
 `StackedQNetwork.from_networks(nets)` stacks K `QNetwork`s that were built (and initialised) exactly as
 K single-seed runs would build them; every parameter gets a leading agent axis, and each layer is one
 batched matmul (`torch.baddbmm`) over that axis, so the K agents cost one kernel per layer instead of K.
@@ -11,14 +16,15 @@ optimisers would; gradient clipping must be per agent (`clip_grad_norm_per_agent
 
 from __future__ import annotations
 
+import copy
 import math
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlrun.networks import ACTIVATIONS, FUNCTIONAL, QNetwork, apply_layer, apply_layers
+from rlrun.networks import ACTIVATIONS, FUNCTIONAL, NoisyLinear, QNetwork, apply_layer, apply_layers
 
 
 class StackedLinear(nn.Module):
@@ -57,16 +63,9 @@ FUNCTIONAL[StackedLinear] = lambda m, x: torch.baddbmm(m.bias, x, m.weight)
 FUNCTIONAL[StackedLayerNorm] = lambda m, x: torch.addcmul(m.bias, F.layer_norm(x, m.shape, eps=m.eps), m.weight)
 
 
-def unsupported(net: QNetwork) -> list[tuple[str, object, str]]:
-    """(config key, value, allowed) for every option of `net` that cannot be stacked yet."""
-    problems = []
-    if net.pixels:
-        problems.append(("network.encoder", "nature_cnn", "mlp when seeds > 1"))
-    if net.noisy:
-        problems.append(("network.noisy", True, "false when seeds > 1"))
-    if net.num_atoms > 1:
-        problems.append(("network.num_atoms", net.num_atoms, "1 when seeds > 1 (C51 is not batched yet)"))
-    return problems
+def unsupported(net: QNetwork) -> list[str]:
+    """The options of `net` that `StackedQNetwork` does not fuse (`VmapQNetwork` takes those)."""
+    return [name for name, used in (("pixels", net.pixels), ("noisy", net.noisy), ("C51", net.num_atoms > 1)) if used]
 
 
 class StackedQNetwork(nn.Module):
@@ -116,6 +115,87 @@ class StackedQNetwork(nn.Module):
             state.update(getattr(self, name).agent_state(k, f"{name}."))
         state["support"] = self.support
         return {key: v.detach().clone().contiguous() for key, v in state.items()}
+
+
+class _DistLogits(nn.Module):
+    """`net.dist_logits` as a module's forward, for `functional_call`."""
+
+    def __init__(self, net: QNetwork):
+        super().__init__()
+        self.net = net
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net.dist_logits(obs)
+
+
+class VmapQNetwork(nn.Module):
+    """K `QNetwork`s of any kind (pixel encoder, noisy layers, C51) as one module: their parameters and
+    buffers stacked on a leading agent axis, evaluated with `torch.func.vmap` over `functional_call`.
+
+    Noise comes from each agent's own generator, drawn in the order its single network draws it, so agent k
+    sees the noise that the single-seed run with its seed sees.
+    """
+
+    def __init__(self, nets: Sequence[QNetwork]):
+        super().__init__()
+        first = nets[0]
+        self.agents, self.n_actions, self.num_atoms = len(nets), first.n_actions, first.num_atoms
+        self.dueling, self.noisy, self.pixels = first.dueling, first.noisy, first.pixels
+        # The template runs the maths with the stacked tensors swapped in; it is not a submodule, so
+        # `parameters()` holds only the stacked ones.
+        self.__dict__["_template"] = _DistLogits(copy.deepcopy(first))
+        params, buffers = torch.func.stack_module_state(list(nets))
+        self._names = {name: "stacked__" + name.replace(".", "__") for name in [*params, *buffers]}
+        for name, value in params.items():
+            self.register_parameter(self._names[name], nn.Parameter(value.detach().clone()))
+        persistent = first.state_dict().keys()
+        for name, value in buffers.items():
+            self.register_buffer(self._names[name], value.clone(), persistent=name in persistent)
+        self.register_buffer("support", first.support.clone(), persistent=False)  # shared by all agents
+        self._noisy_layers = [name for name, m in first.named_modules() if isinstance(m, NoisyLinear)]
+
+    def _state(self) -> dict[str, torch.Tensor]:
+        return {f"net.{name}": getattr(self, flat) for name, flat in self._names.items()}
+
+    def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
+        """(K, B, *obs_shape) -> (K, B, A, atoms)."""
+        template = self._template
+
+        def one(state, x):
+            return torch.func.functional_call(template, state, (x,))
+
+        return torch.func.vmap(one)(self._state(), obs)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """(K, B, *obs_shape) -> (K, B, A) Q-values."""
+        out = self.dist_logits(obs)
+        if self.num_atoms == 1:
+            return out.squeeze(-1)
+        return (out.softmax(dim=-1) * self.support).sum(dim=-1)
+
+    def train(self, mode: bool = True) -> "VmapQNetwork":
+        self._template.train(mode)  # noisy layers read their own `training` flag
+        return super().train(mode)
+
+    @torch.no_grad()
+    def reset_noise(self, generators: Optional[Sequence[torch.Generator]] = None) -> None:
+        for k, generator in enumerate(generators or [None] * self.agents):
+            for layer in self._noisy_layers:
+                for which in ("eps_in", "eps_out"):
+                    eps = getattr(self, self._names[f"{layer}.{which}"])
+                    eps[k] = NoisyLinear.noise(eps.shape[1], generator, eps.device)
+
+    def agent_state_dict(self, k: int) -> dict[str, torch.Tensor]:
+        """Agent k's parameters in `QNetwork.state_dict()` layout."""
+        persistent = dict(self.named_parameters()) | dict(self.named_buffers())
+        return {name: persistent[flat][k].detach().clone() for name, flat in self._names.items()
+                if flat in self.state_dict()}
+
+
+def stack_networks(nets: Sequence[QNetwork]) -> nn.Module:
+    """K networks as one module with an agent axis: fused for plain MLPs, vmapped otherwise."""
+    stacked = StackedQNetwork if not unsupported(nets[0]) else VmapQNetwork
+    return stacked(nets).to(next(nets[0].parameters()).device)
 
 
 def _activation_name(module: nn.Module) -> str:

@@ -18,6 +18,9 @@ from rlrun.replay import Batch, PriorityBookkeeping
 
 
 class StackedReplayBuffer:
+    """`ReplayBuffer` for K agents (see the module docstring); `add` takes each transition's agent."""
+
+    prioritized = False
     STORAGE = ("obs", "next_obs", "actions", "rewards", "discounts", "added_at")
 
     def __init__(
@@ -28,9 +31,8 @@ class StackedReplayBuffer:
         generators: Sequence[torch.Generator],
         device: torch.device | str = "cpu",
         obs_dtype: torch.dtype = torch.float32,
-        n_step: int = 1,
     ):
-        self.agents, self.capacity, self.n_step = agents, int(capacity), n_step
+        self.agents, self.capacity = agents, int(capacity)
         self.device = torch.device(device)
         self.generators = list(generators)
         shape = (agents, self.capacity)
@@ -49,6 +51,10 @@ class StackedReplayBuffer:
 
     def __len__(self) -> int:
         return int(self.sizes.min())
+
+    def oldest_obs(self) -> torch.Tensor:
+        oldest = np.where(self.sizes == self.capacity, self.pos, 0)
+        return self.obs[self._rows.squeeze(1), torch.as_tensor(oldest, device=self.device)]
 
     def add(self, agent: np.ndarray, obs, actions, rewards, next_obs, discounts) -> tuple[np.ndarray, np.ndarray]:
         """Store transitions of several agents at once. `agent` (N,) names each transition's agent and is
@@ -144,6 +150,8 @@ class StackedPrioritizedReplayBuffer(PriorityBookkeeping, StackedReplayBuffer):
     """`PrioritizedReplayBuffer` (proportional, stratified, max-priority insertion, IS weights divided by
     the batch maximum), per agent, on stacked storage and stacked sum trees."""
 
+    prioritized = True
+
     def __init__(
         self,
         agents: int,
@@ -152,13 +160,12 @@ class StackedPrioritizedReplayBuffer(PriorityBookkeeping, StackedReplayBuffer):
         generators: Sequence[torch.Generator],
         device: torch.device | str = "cpu",
         obs_dtype: torch.dtype = torch.float32,
-        n_step: int = 1,
         alpha: float = 0.6,
         beta_start: float = 0.4,
         beta_anneal_steps: Optional[int] = None,
         priority_eps: float = 1e-6,
     ):
-        super().__init__(agents, capacity, obs_shape, generators, device, obs_dtype, n_step)
+        super().__init__(agents, capacity, obs_shape, generators, device, obs_dtype)
         self.alpha, self.beta_start, self.beta_anneal_steps = alpha, beta_start, beta_anneal_steps
         self.priority_eps = priority_eps
         self.tree = StackedSumTree(agents, self.capacity, self.device)

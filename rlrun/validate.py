@@ -9,6 +9,9 @@ import typing
 from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from rlrun.config import GROUP_TARGETS, DeviceConfig, EnvConfig, RunConfig
 
 
 class ConfigError(ValueError):
@@ -35,7 +38,6 @@ def check_schema(cfg: Any) -> None:
     """Every key of `cfg` belongs to rlrun's schema, and every `_target_` names one of rlrun's own classes
     (`rlrun.config.TARGET_SCHEMAS`). This is what makes it safe to instantiate a config read from a run
     directory or a checkpoint: nothing in it can choose other code."""
-    from rlrun.config import GROUP_TARGETS, RunConfig
 
     tree = cfg if isinstance(cfg, Mapping) and not isinstance(cfg, DictConfig) else \
         OmegaConf.to_container(cfg, resolve=False)
@@ -49,7 +51,6 @@ def check_schema(cfg: Any) -> None:
 
 
 def _walk(node: Mapping, schema: type, prefix: str) -> None:
-    from rlrun.config import GROUP_TARGETS
 
     fields = {f.name for f in dataclasses.fields(schema)}
     hints = typing.get_type_hints(schema)
@@ -200,12 +201,9 @@ def validate(cfg: DictConfig) -> None:
         _validate_batched(cfg)
 
 
-# What many-seeds-in-one-process (rlrun.batched) does not do yet, refused before anything is built.
+# What K agents in one process (seeds > 1) cannot do, because they share one vector env or one update:
+# refused before anything is built.
 BATCHED_UNSUPPORTED = [
-    ("network.encoder", lambda c: c.network.encoder == "mlp", "mlp when seeds > 1 (pixels are single-seed only)"),
-    ("env.frame_stack", lambda c: c.env.frame_stack == 0, "0 when seeds > 1"),
-    ("network.noisy", lambda c: not c.network.noisy, "false when seeds > 1 (noisy nets are single-seed only)"),
-    ("network.num_atoms", lambda c: c.network.num_atoms == 1, "1 when seeds > 1 (C51 is single-seed only)"),
     ("env.normalize_reward", lambda c: not c.env.normalize_reward,
      "false when seeds > 1 (its running statistics would be shared by all agents)"),
     ("algo.on_nonfinite", lambda c: c.algo.on_nonfinite != "skip",
@@ -218,3 +216,17 @@ BATCHED_UNSUPPORTED = [
 def _validate_batched(cfg: DictConfig) -> None:
     for key, ok, allowed in BATCHED_UNSUPPORTED:
         _check(ok(cfg), key, cfg_get(cfg, key), allowed)
+
+
+def from_saved(saved: Any) -> DictConfig:
+    """A config read from a run directory or a checkpoint, rebuilt on rlrun's own schemas: unknown keys
+    and targets outside `GROUP_TARGETS` are refused and types are checked (`ConfigError`), keys missing
+    from an older run get the schema's defaults."""
+    check_schema(saved)
+    groups = {g: GROUP_TARGETS[g][saved[g]["_target_"]]() for g in GROUP_TARGETS}
+    schema = OmegaConf.structured(RunConfig(env=EnvConfig(), device=DeviceConfig(), **groups))
+    try:
+        return OmegaConf.merge(schema, saved)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None) or "config"
+        raise ConfigError(key, getattr(e, "value", None), str(e).splitlines()[0]) from None

@@ -5,6 +5,7 @@ import warnings
 import pytest
 import torch
 
+from rlrun.build import build
 from rlrun.learner import DQNLearner
 from rlrun.networks import QNetwork
 from rlrun.replay import Batch
@@ -92,7 +93,7 @@ def test_cuda_run_keeps_everything_on_the_device(tmp_path, compose):
 
     cfg = compose("device=cuda", "buffer=per", "total_steps=2000", "algo.learning_starts=500", "eval.interval=0",
                   "log.plot=false", "log.progress_bar=false", "log.interval=500")
-    parts = rt.build(cfg)
+    parts = build(cfg)
     assert parts.buffer.obs.is_cuda and parts.buffer.tree.tree.is_cuda
     assert next(parts.learner.online.parameters()).is_cuda
     summary = rt.train(cfg, tmp_path)

@@ -21,7 +21,7 @@ from rlrun.evaluate import main as evaluate_main
 from rlrun.learner import DQNLearner
 from rlrun.networks import QNetwork
 from rlrun.replay import Batch, PrioritizedReplayBuffer, ReplayBuffer
-from rlrun.stacked import StackedQNetwork, clip_grad_norm_per_agent
+from rlrun.stacked import StackedQNetwork, VmapQNetwork, clip_grad_norm_per_agent, stack_networks
 from rlrun.stacked_replay import StackedPrioritizedReplayBuffer, StackedReplayBuffer
 from rlrun.validate import ConfigError
 
@@ -152,10 +152,17 @@ SHORT = ["device=cpu", "algo.learning_starts=300", "eval.episodes=2", "log.inter
 
 # PER is the more sensitive case: a priority that differs by round-off can move a stratified draw across
 # a leaf boundary, after which the two runs sample different transitions. Its horizon is shorter.
+PIXELS = ["env=atari", "network=cnn", "env.id=ALE/Pong-v5", "env.max_episode_steps=200", "buffer.capacity=2000",
+          "algo.batch_size=16", "network.hidden_sizes=[32]", "total_steps=600", "eval.interval=600", "algo.train_freq=8"]
+
+
 @pytest.mark.parametrize("variant", [["total_steps=1500", "eval.interval=750"],
                                      ["total_steps=900", "eval.interval=450", "network=dueling", "buffer=per",
-                                      "algo.loss=huber"]],
-                         ids=["default", "dueling-per"])
+                                      "algo.loss=huber"],
+                                     ["total_steps=900", "eval.interval=450", "network=c51", "network.dueling=true"],
+                                     ["total_steps=900", "eval.interval=450", "network=noisy"],
+                                     PIXELS],
+                         ids=["default", "dueling-per", "c51", "noisy", "atari-frames"])
 def test_each_agent_of_a_batched_run_is_its_single_seed_run(tmp_path, variant):
     batched = tmp_path / "batched"
     run_cli(*SHORT, *variant, "seed=5", "seeds=2", f"hydra.run.dir={batched}")
@@ -213,8 +220,6 @@ def test_resumed_batched_run_equals_an_uninterrupted_one(tmp_path):
 
 
 @pytest.mark.parametrize("override,key", [
-    ("network=c51", "network.num_atoms"),
-    ("network=noisy", "network.noisy"),
     ("env.normalize_reward=true", "env.normalize_reward"),
     ("algo.on_nonfinite=skip", "algo.on_nonfinite"),
     ("seeds=0", "seeds"),
@@ -230,7 +235,56 @@ def test_unsupported_batched_options_are_refused_by_key(compose, override, key):
 
 def test_refusal_happens_before_anything_is_written(tmp_path):
     run = tmp_path / "run"
-    proc = run_cli("seeds=3", "network=c51", f"hydra.run.dir={run}", check=False)
+    proc = run_cli("seeds=3", "env.normalize_reward=true", f"hydra.run.dir={run}", check=False)
     assert proc.returncode == 2
-    assert "network.num_atoms" in proc.stderr and "seeds > 1" in proc.stderr
+    assert "env.normalize_reward" in proc.stderr and "seeds > 1" in proc.stderr
     assert not list(run.glob("seed=*")) and not (run / "checkpoint.pt").exists()
+
+
+VMAP_VARIANTS = {"c51-dueling": dict(num_atoms=11, v_min=-5.0, v_max=5.0, dueling=True), "noisy": dict(noisy=True),
+                 "nature-cnn": dict(encoder="nature_cnn", obs_shape=[4, 84, 84], hidden_sizes=[32])}
+
+
+@pytest.mark.parametrize("variant", VMAP_VARIANTS, ids=list(VMAP_VARIANTS))
+def test_vmapped_network_is_each_agent(variant):
+    kw = VMAP_VARIANTS[variant]
+    pixels = "obs_shape" in kw
+    nets = []
+    for seed in range(K):
+        torch.manual_seed(seed)
+        nets.append(QNetwork(4 * 84 * 84 if pixels else 4, 3, **kw))
+    stacked = stack_networks(copy.deepcopy(nets))
+    assert isinstance(stacked, VmapQNetwork)
+    x = torch.randint(0, 255, (K, 5, 4, 84, 84), dtype=torch.uint8) if pixels else torch.randn(K, 5, 4)
+    if kw.get("noisy"):  # each agent's noise from its own generator, drawn as its single network draws it
+        stacked.reset_noise([torch.Generator().manual_seed(k) for k in range(K)])
+        for k, net in enumerate(nets):
+            net.reset_noise(torch.Generator().manual_seed(k))
+    out = stacked(x)
+    for k, net in enumerate(nets):
+        assert torch.allclose(out[k], net(x[k]), atol=1e-5)
+        fresh = QNetwork(4 * 84 * 84 if pixels else 4, 3, **kw)
+        fresh.load_state_dict(stacked.agent_state_dict(k))
+        fresh.eval(), net.eval()
+        assert torch.allclose(fresh(x[k]), net(x[k]), atol=1e-5)  # eval: the mean weights of noisy layers
+
+
+def test_stacked_c51_updates_match_single_agent_updates():
+    nets = []
+    for seed in range(K):
+        torch.manual_seed(seed)
+        nets.append(QNetwork(4, 2, hidden_sizes=(16,), num_atoms=11, v_min=-2.0, v_max=2.0))
+    stacked = stack_networks(copy.deepcopy(nets))
+    adam = lambda params: torch.optim.Adam(params, lr=1e-3)  # noqa: E731
+    singles = [DQNLearner(n, adam(n.parameters()), loss="cross_entropy", tau=0.1) for n in nets]
+    learner = DQNLearner(stacked, adam(stacked.parameters()), loss="cross_entropy", tau=0.1)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(20):
+        b = Batch(torch.randn(K, 32, 4, generator=gen), torch.randint(0, 2, (K, 32), generator=gen),
+                  torch.randn(K, 32, generator=gen), torch.randn(K, 32, 4, generator=gen), torch.full((K, 32), 0.9),
+                  torch.zeros(K, 32, dtype=torch.long), None, torch.zeros(K, 32))
+        metrics = learner.update(b)
+        for k, single in enumerate(singles):
+            m = single.update(Batch(*[None if t is None else t[k] for t in b]))
+            for name in ("td_loss", "q_mean", "grad_norm"):
+                assert torch.allclose(metrics[name][k], m[name], rtol=1e-4, atol=1e-6), name

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import rlrun
+from rlrun.build import build
 from rlrun.validate import ConfigError
 from rlrun.wrappers import DiscretizeAction
 
@@ -31,20 +32,22 @@ def test_every_env_option_trains_a_tiny_budget(tmp_path, compose, option):
     assert summary["env_steps"] == 400
 
 
-EXPERIMENTS = sorted(p.stem for p in (Path(rlrun.__file__).parent / "conf" / "experiment").glob("*.yaml"))
+CONF = Path(rlrun.__file__).parent / "conf"
+PRESETS = ([f"+experiment={p.stem}" for p in sorted((CONF / "experiment").glob("*.yaml"))]
+           + [f"env={p.stem}" for p in sorted((CONF / "env").glob("*.yaml"))])
 
 
-@pytest.mark.parametrize("experiment", EXPERIMENTS)
-def test_every_experiment_preset_composes_and_trains_a_tiny_budget(tmp_path, compose, experiment):
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_composes_and_trains_a_tiny_budget(tmp_path, compose, preset):
     import rlrun.train as rt
 
-    cfg = compose(f"+experiment={experiment}")
+    cfg = compose(preset)
     if cfg.env.id.startswith("ALE/"):
         pytest.importorskip("ale_py")
         pytest.importorskip("cv2")
     if cfg.env.id.startswith("LunarLander"):
         pytest.importorskip("Box2D")
-    cfg = compose(f"+experiment={experiment}", "total_steps=300", "algo.learning_starts=100", "algo.batch_size=32",
+    cfg = compose(preset, "total_steps=300", "algo.learning_starts=100", "algo.batch_size=32",
                   "buffer.capacity=1000", "eval.interval=0", "log.plot=false", "log.progress_bar=false",
                   "log.interval=100", "checkpoint.every=0", "env.max_episode_steps=150")
     steps = rt.train(cfg, tmp_path)["env_steps"]
@@ -75,14 +78,14 @@ def test_discretising_a_discrete_env_is_a_config_error(compose):
     import rlrun.train as rt
 
     with pytest.raises(ConfigError, match="env.action_bins=5"):
-        rt.build(compose("env.action_bins=5"))
+        build(compose("env.action_bins=5"))
 
 
 def test_continuous_env_without_bins_names_the_fix(compose):
     import rlrun.train as rt
 
     with pytest.raises(ConfigError, match="set env.action_bins=N"):
-        rt.build(compose("env=pendulum", "env.action_bins=null"))
+        build(compose("env=pendulum", "env.action_bins=null"))
 
 
 def test_atari_preprocessing_shapes_dtypes_and_rewards():

@@ -21,7 +21,7 @@ QUICK = [  # (overrides, threshold, step budget): one bounded run per extension
 ]
 FULL = [[], ["network=dueling", "buffer=per"], ["network=c51"], ["network=noisy"], ["+experiment=rainbow"]]
 # The env presets' bars (issue 7): (preset, threshold, budget), each for >= 3 of 5 seeds.
-PRESET_BARS = [("pendulum_dqn", -200, 100_000), ("mountaincar_dqn", -110, 300_000), ("lunarlander_dqn", 200, 500_000)]
+PRESET_BARS = [("pendulum", -200, 100_000), ("mountaincar", -110, 300_000), ("lunarlander", 200, 500_000)]
 
 
 def run(tmp_path, overrides, seed, threshold, budget):
@@ -38,7 +38,7 @@ def run(tmp_path, overrides, seed, threshold, budget):
 def test_pendulum_preset_reaches_minus_400_quickly(tmp_path):
     """Bounded check of a non-CartPole preset: the discretised Pendulum preset (which reaches -200 near
     22k steps) must reach a 100-episode mean of -400 within 40k steps."""
-    summary = run(tmp_path, ["+experiment=pendulum_dqn"], 0, -400, 40_000)
+    summary = run(tmp_path, ["env=pendulum"], 0, -400, 40_000)
     assert summary["solved_step"] is not None, summary
 
 
@@ -62,6 +62,6 @@ def test_cartpole_475_within_100k_for_4_of_5_seeds(tmp_path, overrides):
 def test_env_preset_bar_for_3_of_5_seeds(tmp_path, preset, threshold, budget):
     if preset.startswith("lunarlander"):
         pytest.importorskip("Box2D")
-    solved = [run(tmp_path, [f"+experiment={preset}"], seed, threshold, budget)["solved_step"] for seed in range(5)]
+    solved = [run(tmp_path, [f"env={preset}"], seed, threshold, budget)["solved_step"] for seed in range(5)]
     print(preset, "solved steps per seed:", solved)
     assert sum(s is not None for s in solved) >= 3, solved

@@ -8,6 +8,8 @@ import sys
 import time
 
 import pytest
+
+from rlrun.learner import NonFiniteError
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -137,7 +139,7 @@ def test_nonfinite_loss_stops_with_a_checkpoint_from_before(tmp_path):
                                            "log.progress_bar=false", "buffer.n_step=1"])
     out = tmp_path / "run"
     out.mkdir()
-    with pytest.raises(rt.NonFiniteError, match=r"non-finite td_loss.*at env step \d+"):
+    with pytest.raises(NonFiniteError, match=r"non-finite td_loss.*at env step \d+"):
         rt.train(cfg, out)
     state = torch.load(out / "nonfinite.pt", weights_only=True)
     assert all(torch.isfinite(v).all() for v in state["learner"]["online"].values())

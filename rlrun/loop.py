@@ -1,0 +1,288 @@
+"""The DQN training loop, for K >= 1 agents, and the state it carries between steps.
+
+The loop reads plain settings (`LoopSettings`) and the parts built from the config (`rlrun.build`); it
+never sees the config itself. Every array in it carries the agents side by side: the vector env holds
+K x num_envs sub-envs (agent k's in rows k * num_envs ...), the network is one `QNetwork` (K = 1) or a
+stacked one (rlrun.stacked), replay is one buffer or a stacked one. A single-seed run is K = 1; the
+points where K matters are in `rlrun.population`.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from rlrun import checkpoint as ckpt
+from rlrun import rundir, schedules
+from rlrun.acting import GreedyActor
+from rlrun.envs import finished_episodes, next_obs_for_storage
+from rlrun.evaluation import evaluate
+from rlrun.exploration import ExplorationDraws
+from rlrun.frames import FrameStore
+from rlrun.learner import DQNLearner, NonFiniteError
+from rlrun.metrics import MetricWindow
+from rlrun.nstep import NStepAccumulator
+from rlrun.population import Population
+
+CHECKPOINT_FORMAT = 1
+
+
+@dataclass
+class Parts:
+    """What `rlrun.build.build` makes from the config."""
+
+    envs: Any  # K x num_envs sub-envs
+    eval_envs: Optional[Any]  # K x eval.episodes sub-envs, or None
+    learner: DQNLearner
+    buffer: Any  # rlrun.replay.Replay
+    generators: list[torch.Generator]  # per agent: replay sampling (and noisy nets' noise)
+    device: torch.device
+    reward_threshold: Optional[float]
+    frames: Optional[FrameStore] = None
+
+
+@dataclass
+class LoopSettings:
+    """Plain values the loop runs on (rlrun.build.loop_settings reads them from the config)."""
+
+    total_steps: int  # env steps per agent
+    num_envs: int  # per agent
+    gamma: float
+    n_step: int
+    learning_starts: int
+    batch_size: int
+    update_every: int  # vector steps between update phases
+    phase_updates: int  # gradient steps per update phase
+    lr: float
+    lr_end_factor: float  # linear decay of the lr to lr * lr_end_factor over the run
+    epsilon_schedule: str
+    epsilon_start: float
+    epsilon_end: float
+    epsilon_duration: int
+    log_interval: int
+    eval_interval: int  # 0: no evaluation
+    checkpoint_every: int  # 0: only at the end and on a signal
+    checkpoint_replay: bool
+    stop_on_solve: bool
+    config: dict  # the resolved run config, saved in every checkpoint
+    plot_title: Optional[str]  # None: no returns.png
+
+    def epsilon(self, step: int) -> float:
+        """Uniform-random play until learning starts (noisy nets included), then the schedule."""
+        if step < self.learning_starts:
+            return 1.0
+        return schedules.SCHEDULES[self.epsilon_schedule](self.epsilon_start, self.epsilon_end,
+                                                          self.epsilon_duration, step)
+
+
+class Preempted(Exception):
+    """SIGTERM or SIGINT arrived; a checkpoint has been written."""
+
+
+class Trainer:
+    def __init__(self, settings: LoopSettings, parts: Parts, population: Population, out_dir: Path,
+                 resume: Optional[dict] = None):
+        self.settings, self.parts, self.population, self.out_dir = settings, parts, population, Path(out_dir)
+        envs = parts.envs
+        self.exploration = ExplorationDraws(population.seeds, settings.num_envs, int(envs.single_action_space.n))
+        stored_shape, stored_dtype = envs.single_observation_space.shape, envs.single_observation_space.dtype
+        if parts.frames is not None:  # replay and n-step windows hold frame-index stacks
+            stored_shape, stored_dtype = (parts.frames.stack,), np.int64
+        self.nstep = NStepAccumulator(envs.num_envs, settings.n_step, settings.gamma, stored_shape, stored_dtype)
+        self.actor = GreedyActor(parts.learner.online, parts.device)
+        self.window = MetricWindow()
+        self.step, self.iteration = 0, 0
+        self.signal: Optional[int] = None
+        if resume is None:
+            self.obs, _ = envs.reset(seed=population.env_seeds())
+            if parts.frames is not None:
+                parts.frames.start(self.obs)
+        else:
+            self.load_state_dict(resume)
+
+    # --- checkpoint state -------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        p = self.parts
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "config": self.settings.config,
+            "step": self.step,
+            "iteration": self.iteration,
+            "learner": p.learner.state_dict(),
+            "buffer": p.buffer.state_dict(include_storage=self.settings.checkpoint_replay),
+            "nstep": ckpt.to_safe(self.nstep.state_dict()),
+            "obs": ckpt.to_safe(np.asarray(self.obs)),
+            "envs": ckpt.env_state(p.envs),
+            "rng": [ckpt.rng_state(r, g) for r, g in zip(self.exploration.rngs, p.generators)],
+            "exploration": self.exploration.state_dict(),
+            "loggers": [lg.state_dict() for lg in self.population.loggers],
+            **self.window.state_dict(),
+            "frames": None if p.frames is None else p.frames.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        p = self.parts
+        if state["format"] != CHECKPOINT_FORMAT:
+            raise ckpt.CheckpointError(f"checkpoint format {state['format']!r}: this rlrun reads format "
+                                       f"{CHECKPOINT_FORMAT}")
+        try:
+            p.learner.load_state_dict(state["learner"])
+            p.buffer.load_state_dict(state["buffer"])
+        except (RuntimeError, KeyError, ValueError) as e:
+            raise ckpt.CheckpointError(f"the checkpoint does not fit this config: {str(e).splitlines()[0]}") from None
+        self.step, self.iteration = state["step"], state["iteration"]
+        self.nstep.load_state_dict(ckpt.from_safe(state["nstep"]))
+        self.obs = ckpt.from_safe(state["obs"])
+        p.envs.reset(seed=self.population.env_seeds())  # builds the envs' RNGs, then overwrite them
+        ckpt.restore_env_state(p.envs, state["envs"])
+        for rng_state, rng, generator in zip(state["rng"], self.exploration.rngs, p.generators):
+            ckpt.restore_rng(rng_state, rng, generator)
+        self.exploration.load_state_dict(state["exploration"])
+        for lg, lg_state in zip(self.population.loggers, state["loggers"]):
+            lg.load_state_dict(lg_state)
+        self.window.load_state_dict(state, p.device)
+        if p.frames is not None:
+            p.frames.load_state_dict(state["frames"])
+
+    def save_checkpoint(self) -> Path:
+        for lg in self.population.loggers:
+            lg.flush()
+        return ckpt.save(self.out_dir, self.state_dict())
+
+    # --- the loop ---------------------------------------------------------------------------
+    def update_phase(self, step: int, iteration: int, obs: Any, count: int) -> None:
+        """`count` gradient steps (with the lr schedule and PER's beta at `step`); their metrics stay on the
+        device in the window."""
+        s, p = self.settings, self.parts
+        learner, buffer, frames = p.learner, p.buffer, p.frames
+        if s.lr_end_factor != 1.0:
+            for group in learner.optimizer.param_groups:
+                group["lr"] = s.lr * schedules.linear(1.0, s.lr_end_factor, s.total_steps, step)
+        beta = buffer.beta(step, s.total_steps) if buffer.prioritized else 1.0
+        for _ in range(count):
+            batch = buffer.sample(s.batch_size, beta)
+            if frames is not None:
+                batch = frames.decode(batch)
+            try:
+                metrics = learner.update(batch)
+            except NonFiniteError as e:
+                self.step, self.iteration, self.obs = step, iteration, obs
+                with rundir.open_atomic(self.out_dir / "nonfinite.pt") as f:
+                    torch.save(self.state_dict(), f)
+                raise NonFiniteError(f"{e} at env step {step} (update {learner.updates + 1}); "
+                                     f"the state before this update is in {self.out_dir / 'nonfinite.pt'}") from None
+            if metrics is None:  # a non-finite update skipped (algo.on_nonfinite=skip)
+                continue
+            if buffer.prioritized:
+                buffer.update_priorities(batch.indices, metrics["priority"])
+            self.window.add(metrics, batch)
+
+    def log(self, step: int, sps: float) -> None:
+        s, p = self.settings, self.parts
+        learner, buffer, device = p.learner, p.buffer, p.device
+        common = {"charts/epsilon": s.epsilon(step), "charts/SPS": sps,
+                  "charts/learning_rate": learner.optimizer.param_groups[0]["lr"],
+                  "charts/updates": learner.updates, "charts/skipped_updates": learner.skipped}
+        if self.window and buffer.prioritized:
+            common["per/beta"] = buffer.beta(step, s.total_steps)  # the schedule at this step
+        if device.type == "cuda":
+            common["device/memory_allocated_mb"] = torch.cuda.memory_allocated(device) / 2**20
+            common["device/max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+        per_agent = self.window.read(buffer.stats() if self.window and buffer.prioritized else None)
+        per_agent["replay/size"] = buffer.sizes.tolist()
+        if p.frames is not None:
+            p.frames.check(buffer)
+        self.population.log(step, common, per_agent)
+        self.population.loggers[0].progress(step, sps, s.epsilon(step))
+
+    def evaluate(self, step: int) -> None:
+        returns = evaluate(self.parts.learner.online, self.parts.eval_envs,
+                           [seed + 1_000_000 + step for seed in self.population.seeds], self.parts.device)
+        self.population.log(step, {}, {"eval/mean_return": returns.mean(axis=1).tolist(),
+                                       "eval/std_return": returns.std(axis=1).tolist()})
+
+    def _on_signal(self, signum, frame) -> None:
+        self.signal = signum  # acted on between two env steps, where the state is consistent
+
+    def run(self) -> dict[str, Any]:
+        s, parts, population = self.settings, self.parts, self.population
+        envs, learner, buffer, frames = parts.envs, parts.learner, parts.buffer, parts.frames
+        nstep, exploration, actor = self.nstep, self.exploration, self.actor
+        # Hot-loop constants as plain locals.
+        num_envs, total_steps, learning_starts = s.num_envs, s.total_steps, s.learning_starts
+        update_every, phase_updates, batch_size = s.update_every, s.phase_updates, s.batch_size
+        log_interval, eval_interval, ckpt_every = s.log_interval, s.eval_interval, s.checkpoint_every
+
+        def crossed(interval: int) -> bool:
+            return interval > 0 and step // interval > (step - num_envs) // interval
+
+        step, iteration, obs = self.step, self.iteration, self.obs
+        last_log_time, last_log_step = time.perf_counter(), step
+        status = "finished"
+        # Signal handlers can only be installed from the main thread (not, e.g., in threaded sweep trials).
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
+        try:
+            while step < total_steps:
+                explore, actions = exploration.next(s.epsilon(step))  # (K, num_envs): each agent's own stream
+                explore, actions = explore.reshape(-1), actions.reshape(-1)
+                if not explore.all():
+                    actions = np.where(explore, actions, actor.act(obs))
+
+                next_obs, rewards, terminated, truncated, infos = envs.step(actions)
+                real_next_obs = next_obs_for_storage(next_obs, infos)
+                if frames is None:
+                    ready = nstep.step(obs, actions, rewards, real_next_obs, terminated, truncated)
+                else:  # store frame-index stacks instead of pixels
+                    obs_idx = frames.current.copy()
+                    next_idx = frames.advance(next_obs, real_next_obs, terminated | truncated)
+                    ready = nstep.step(obs_idx, actions, rewards, next_idx, terminated, truncated)
+                if ready is not None:
+                    population.store(buffer, ready, nstep.last_envs)
+                obs = next_obs
+                step += num_envs
+                iteration += 1
+                population.episodes_end(step, finished_episodes(infos))
+
+                if step >= learning_starts and iteration % update_every == 0 and len(buffer) >= batch_size:
+                    self.update_phase(step, iteration, obs, phase_updates)
+
+                if crossed(log_interval) or step >= total_steps:
+                    now = time.perf_counter()
+                    sps = (step - last_log_step) / max(now - last_log_time, 1e-9)  # env steps per agent
+                    last_log_time, last_log_step = now, step
+                    self.log(step, sps)
+
+                if crossed(eval_interval) or (eval_interval and step >= total_steps):
+                    self.evaluate(step)
+
+                self.step, self.iteration, self.obs = step, iteration, obs
+                if crossed(ckpt_every):
+                    self.save_checkpoint()
+                if self.signal is not None:
+                    self.save_checkpoint()
+                    raise Preempted(signal.Signals(self.signal).name)
+                if s.stop_on_solve and population.all_solved:  # with K > 1: once every agent has solved
+                    status = "solved"
+                    break
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        self.save_checkpoint()
+        extra: dict[str, Any] = {"gradient_updates": learner.updates}
+        if parts.device.type == "cuda":
+            extra["device_max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(parts.device) / 2**20
+        return population.finish(step, status, learner.online, extra, s.plot_title)
+
+    def close(self) -> None:
+        self.parts.envs.close()
+        if self.parts.eval_envs is not None:
+            self.parts.eval_envs.close()
