@@ -29,9 +29,8 @@ from rlrun.logger import RunLogger
 from rlrun.loop import LoopSettings, Parts
 from rlrun.networks import QNetwork
 from rlrun.population import Population, agent_config, agent_dir, write_agent_hydra_dir
-from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer
+from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer, StackedPrioritizedReplayBuffer, StackedReplayBuffer
 from rlrun.stacked import stack_networks
-from rlrun.stacked_replay import StackedPrioritizedReplayBuffer, StackedReplayBuffer
 from rlrun.validate import ConfigError
 
 OPTIMIZERS = {"torch.optim.Adam": torch.optim.Adam, "torch.optim.RMSprop": torch.optim.RMSprop,

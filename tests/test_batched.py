@@ -20,9 +20,9 @@ from torch import nn
 from rlrun.evaluate import main as evaluate_main
 from rlrun.learner import DQNLearner
 from rlrun.networks import QNetwork
-from rlrun.replay import Batch, PrioritizedReplayBuffer, ReplayBuffer
+from rlrun.replay import (Batch, PrioritizedReplayBuffer, ReplayBuffer, StackedPrioritizedReplayBuffer,
+                          StackedReplayBuffer)
 from rlrun.stacked import StackedQNetwork, VmapQNetwork, clip_grad_norm_per_agent, stack_networks
-from rlrun.stacked_replay import StackedPrioritizedReplayBuffer, StackedReplayBuffer
 from rlrun.validate import ConfigError
 
 K = 3

@@ -1,0 +1,108 @@
+"""What every replay buffer shares: the `Batch` it samples, the `Replay` interface the loop and the
+learner use, and the ring storage of preallocated tensors on the training device.
+
+A transition is (obs, action, reward, next_obs, discount), where `discount` already folds in the episode
+end and the n-step accumulation (rlrun.nstep): gamma**k for a transition that may bootstrap (including a
+time-limit truncation), 0 for one that terminated. The learner's target is then simply
+`reward + discount * Q_target(next_obs)`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Protocol, Sequence
+
+import numpy as np
+import torch
+
+
+class Batch(NamedTuple):
+    obs: torch.Tensor
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    next_obs: torch.Tensor
+    discounts: torch.Tensor
+    indices: torch.Tensor
+    weights: Optional[torch.Tensor]  # importance-sampling weights (PER only)
+    age: torch.Tensor  # transitions added to the buffer since each sampled one was stored
+
+
+class Replay(Protocol):
+    """What the loop and the learner use of a buffer. Sizes, samples and priorities carry a leading agent
+    axis for K stacked agents ((K, B) tensors) and none for one agent ((B,) tensors)."""
+
+    capacity: int
+    prioritized: bool
+
+    def __len__(self) -> int:
+        """Transitions stored (the smallest agent's count for stacked agents): sampling needs this many."""
+        ...
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """(K,) transitions stored per agent (K = 1 for a single buffer)."""
+        ...
+
+    def sample(self, batch_size: int, beta: float = 1.0) -> Batch: ...
+
+    def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None: ...
+
+    def oldest_obs(self) -> torch.Tensor:
+        """(K, ...) the stored observation of each agent's oldest transition (frame-index stacks, rlrun.frames)."""
+        ...
+
+    def state_dict(self, include_storage: bool = True) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+class Ring:
+    """Preallocated storage of `capacity` transitions per agent: (*lead, capacity, ...) tensors, where
+    `lead` is () for one agent and (K,) for K. On the CPU, writes go through numpy views of the same
+    memory: a numpy slice copy costs about a microsecond, a torch one several, and the buffer is written
+    at every env step."""
+
+    STORAGE = ("obs", "next_obs", "actions", "rewards", "discounts", "added_at")
+    COUNTERS: tuple[str, ...] = ()  # ring positions and counts, saved in checkpoints
+    prioritized = False
+
+    def _allocate(self, lead: tuple[int, ...], capacity: int, obs_shape: Sequence[int], obs_dtype: torch.dtype,
+                  device: torch.device | str) -> None:
+        self.capacity = int(capacity)
+        self.device = torch.device(device)
+        shape = (*lead, self.capacity)
+        self.obs = torch.zeros((*shape, *obs_shape), dtype=obs_dtype, device=self.device)
+        self.next_obs = torch.zeros_like(self.obs)
+        self.actions = torch.zeros(shape, dtype=torch.long, device=self.device)
+        self.rewards = torch.zeros(shape, dtype=torch.float32, device=self.device)
+        self.discounts = torch.zeros(shape, dtype=torch.float32, device=self.device)
+        self.added_at = torch.zeros(shape, dtype=torch.long, device=self.device)
+        self._lead = (slice(None),) * len(lead)
+        self._host_views = ({k: getattr(self, k).numpy() for k in self.STORAGE}
+                            if self.device.type == "cpu" else None)
+
+    def _filled(self) -> int:
+        """Slots in use in the fullest agent's ring."""
+        return int(np.max(self.sizes))
+
+    @property
+    def sizes(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
+        """Uniform replay has no priorities."""
+
+    def state_dict(self, include_storage: bool = True) -> dict:
+        state = {k: np.asarray(getattr(self, k)).tolist() for k in self.COUNTERS}
+        if include_storage:  # only the filled part
+            filled = (*self._lead, slice(0, self._filled()))
+            state.update({k: getattr(self, k)[filled].clone() for k in self.STORAGE})
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        if "obs" not in state:  # saved without storage: start from an empty buffer
+            return
+        for k in self.COUNTERS:
+            setattr(self, k, state[k] if isinstance(state[k], int) else np.array(state[k], dtype=np.int64))
+        filled = (*self._lead, slice(0, self._filled()))
+        for k in self.STORAGE:
+            getattr(self, k)[filled] = state[k].to(self.device)

@@ -1,0 +1,181 @@
+"""The four buffers: uniform or prioritized, for one agent or for K agents on stacked (K, capacity, ...)
+storage.
+
+Each stacked agent keeps its own ring position, size, sampling generator and (for PER) sum tree and max
+priority, so agent k's buffer holds, samples and weights exactly what a single-agent buffer with that
+agent's seed would. Only the arithmetic is shared: one gather per field for all K batches, one tree walk
+for all K trees. The random draws stay per agent (one small call per agent and batch), because K
+independent streams are what makes each agent equal to its single run.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from rlrun.replay.base import Batch, Ring
+from rlrun.replay.prioritized import Prioritized
+
+
+class ReplayBuffer(Ring):
+    """Uniform replay for one agent: a ring buffer; `sample` draws indices uniformly with replacement."""
+
+    COUNTERS = ("pos", "size", "num_added")
+
+    def __init__(self, capacity: int, obs_shape: Sequence[int], device: torch.device | str = "cpu",
+                 obs_dtype: torch.dtype = torch.float32, generator: Optional[torch.Generator] = None):
+        self._allocate((), capacity, obs_shape, obs_dtype, device)
+        self.generator = generator
+        self.pos, self.size, self.num_added = 0, 0, 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.array([self.size])
+
+    def oldest_obs(self) -> torch.Tensor:
+        return self.obs[self.pos if self.size == self.capacity else 0].unsqueeze(0)
+
+    def add(self, obs, actions, rewards, next_obs, discounts) -> list[tuple[int, int]]:
+        """Store a batch of B transitions (numpy arrays or tensors with a leading batch axis); returns the
+        [start, end) slot ranges written (two when the ring wraps)."""
+        ranges = self._write(obs, actions, rewards, next_obs, discounts)
+        if self.prioritized:
+            self._enter(torch.cat([torch.arange(a, b, device=self.device) for a, b in ranges]))  # type: ignore[attr-defined]
+        return ranges
+
+    def _write(self, obs, actions, rewards, next_obs, discounts) -> list[tuple[int, int]]:
+        n = actions.shape[0]
+        start = self.pos
+        if start + n > self.capacity:  # wraps around: store in two contiguous pieces
+            k = self.capacity - start
+            return (self._write(obs[:k], actions[:k], rewards[:k], next_obs[:k], discounts[:k])
+                    + self._write(obs[k:], actions[k:], rewards[k:], next_obs[k:], discounts[k:]))
+        # Contiguous slices: plain copies, cheaper than scattering through an index tensor.
+        end = start + n
+        values = {"obs": obs, "next_obs": next_obs, "actions": actions, "rewards": rewards,
+                  "discounts": discounts, "added_at": np.arange(self.num_added, self.num_added + n)}
+        if self._host_views is not None:
+            for k, v in values.items():
+                self._host_views[k][start:end] = v.numpy() if isinstance(v, torch.Tensor) else v
+        else:
+            for k, v in values.items():
+                getattr(self, k)[start:end] = torch.as_tensor(v).to(self.device, non_blocking=True)
+        self.pos = end % self.capacity
+        self.size = min(self.size + n, self.capacity)
+        self.num_added += n
+        return [(start, end)]
+
+    def _size_tensor(self) -> int:
+        return self.size
+
+    def _uniforms(self, batch_size: int) -> torch.Tensor:
+        return torch.rand(batch_size, device=self.device, generator=self.generator, dtype=torch.float64)
+
+    def _sample_indices(self, batch_size: int, beta: float):
+        idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=self.generator)
+        return idx, None
+
+    def sample(self, batch_size: int, beta: float = 1.0) -> Batch:
+        idx, weights = self._sample_indices(batch_size, beta)
+        return Batch(self.obs[idx], self.actions[idx], self.rewards[idx], self.next_obs[idx], self.discounts[idx],
+                     idx, weights, self.num_added - 1 - self.added_at[idx])
+
+
+class PrioritizedReplayBuffer(Prioritized, ReplayBuffer):
+    """Proportional prioritized replay for one agent (rlrun.replay.prioritized)."""
+
+    def __init__(self, capacity: int, obs_shape: Sequence[int], device: torch.device | str = "cpu",
+                 obs_dtype: torch.dtype = torch.float32, generator: Optional[torch.Generator] = None,
+                 alpha: float = 0.6, beta_start: float = 0.4, beta_anneal_steps: Optional[int] = None,
+                 priority_eps: float = 1e-6):
+        super().__init__(capacity, obs_shape, device, obs_dtype, generator)
+        self._setup_priorities(None, alpha, beta_start, beta_anneal_steps, priority_eps)
+
+
+class StackedReplayBuffer(Ring):
+    """Uniform replay for K agents; `add` takes each transition's agent."""
+
+    COUNTERS = ("pos", "sizes", "num_added")
+
+    def __init__(self, agents: int, capacity: int, obs_shape: Sequence[int], generators: Sequence[torch.Generator],
+                 device: torch.device | str = "cpu", obs_dtype: torch.dtype = torch.float32):
+        self._allocate((agents,), capacity, obs_shape, obs_dtype, device)
+        self.agents, self.generators = agents, list(generators)
+        self.pos = np.zeros(agents, dtype=np.int64)
+        self._sizes = np.zeros(agents, dtype=np.int64)
+        self.num_added = np.zeros(agents, dtype=np.int64)
+        self._rows = torch.arange(agents, device=self.device).unsqueeze(1)  # (K, 1) for gathers
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return self._sizes
+
+    @sizes.setter
+    def sizes(self, value: np.ndarray) -> None:
+        self._sizes = value
+
+    def __len__(self) -> int:
+        return int(self.sizes.min())
+
+    def oldest_obs(self) -> torch.Tensor:
+        oldest = np.where(self.sizes == self.capacity, self.pos, 0)
+        return self.obs[self._rows.squeeze(1), torch.as_tensor(oldest, device=self.device)]
+
+    def add(self, agent: np.ndarray, obs, actions, rewards, next_obs, discounts) -> tuple[np.ndarray, np.ndarray]:
+        """Store transitions of several agents at once. `agent` (N,) names each transition's agent and is
+        sorted, so each agent's transitions keep their order. Returns the (agent, slot) written."""
+        counts = np.bincount(agent, minlength=self.agents)
+        if counts.max() > self.capacity:
+            raise ValueError(f"{counts.max()} transitions for one agent do not fit a capacity of {self.capacity}")
+        rank = np.arange(agent.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)  # order within agent
+        slot = (self.pos[agent] + rank) % self.capacity
+        values = {"obs": obs, "next_obs": next_obs, "actions": actions, "rewards": rewards,
+                  "discounts": discounts, "added_at": self.num_added[agent] + rank}
+        if self._host_views is not None:
+            for k, v in values.items():
+                self._host_views[k][agent, slot] = v.numpy() if isinstance(v, torch.Tensor) else v
+        else:
+            a, s = torch.as_tensor(agent, device=self.device), torch.as_tensor(slot, device=self.device)
+            for k, v in values.items():
+                getattr(self, k)[a, s] = torch.as_tensor(v).to(self.device, non_blocking=True)
+        self.pos = (self.pos + counts) % self.capacity
+        self.sizes = np.minimum(self.sizes + counts, self.capacity)
+        self.num_added += counts
+        if self.prioritized:
+            self._enter(torch.as_tensor(slot, device=self.device), torch.as_tensor(agent, device=self.device))  # type: ignore[attr-defined]
+        return agent, slot
+
+    def _size_tensor(self) -> torch.Tensor:
+        return torch.as_tensor(self.sizes, device=self.device).unsqueeze(1)
+
+    def _uniforms(self, batch_size: int) -> torch.Tensor:
+        return torch.stack([torch.rand(batch_size, device=self.device, generator=g, dtype=torch.float64)
+                            for g in self.generators])
+
+    def _sample_indices(self, batch_size: int, beta: float):
+        idx = torch.stack([torch.randint(0, int(size), (batch_size,), device=self.device, generator=g)
+                           for size, g in zip(self.sizes, self.generators)])
+        return idx, None
+
+    def sample(self, batch_size: int, beta: float = 1.0) -> Batch:
+        """(K, batch_size, ...) tensors: row k is agent k's batch."""
+        idx, weights = self._sample_indices(batch_size, beta)
+        rows = self._rows
+        num_added = torch.as_tensor(self.num_added, device=self.device).unsqueeze(1)
+        return Batch(self.obs[rows, idx], self.actions[rows, idx], self.rewards[rows, idx], self.next_obs[rows, idx],
+                     self.discounts[rows, idx], idx, weights, num_added - 1 - self.added_at[rows, idx])
+
+
+class StackedPrioritizedReplayBuffer(Prioritized, StackedReplayBuffer):
+    """`PrioritizedReplayBuffer` per agent, on stacked storage and one sum tree per agent."""
+
+    def __init__(self, agents: int, capacity: int, obs_shape: Sequence[int], generators: Sequence[torch.Generator],
+                 device: torch.device | str = "cpu", obs_dtype: torch.dtype = torch.float32, alpha: float = 0.6,
+                 beta_start: float = 0.4, beta_anneal_steps: Optional[int] = None, priority_eps: float = 1e-6):
+        super().__init__(agents, capacity, obs_shape, generators, device, obs_dtype)
+        self._setup_priorities(agents, alpha, beta_start, beta_anneal_steps, priority_eps)

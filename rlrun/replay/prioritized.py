@@ -1,0 +1,116 @@
+"""Proportional prioritized replay (Schaul et al. 2016), for one agent or K, on `SumTree`s.
+
+P(i) = p_i^alpha / sum_k p_k^alpha with p_i = |td_i| + priority_eps; new transitions enter at the largest
+priority seen so far. Importance weights are w_i = (N * P(i))^-beta, divided by the largest weight in the
+batch (as Dopamine and most Rainbow implementations do) so that updates only shrink. Sampling is
+stratified: the total mass is cut into `batch_size` equal segments, one draw in each.
+
+The maths is written once for both shapes: one agent's (B,) tensors and K agents' (K, B) rows, each row
+in its own agent's tree with its own max priority.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from rlrun.replay.sumtree import SumTree
+
+
+class Prioritized:
+    """Mixed in before a ring class (`ReplayBuffer` or `StackedReplayBuffer`), whose storage, sizes and
+    random draws (`_uniforms`) it uses and whose checkpoint state it extends."""
+
+    prioritized = True
+    device: torch.device
+    capacity: int
+
+    def _setup_priorities(self, agents: Optional[int], alpha: float, beta_start: float,
+                          beta_anneal_steps: Optional[int], priority_eps: float) -> None:
+        self.alpha, self.beta_start, self.beta_anneal_steps = alpha, beta_start, beta_anneal_steps
+        self.priority_eps = priority_eps
+        self.tree = SumTree(self.capacity, self.device, trees=agents or 1)
+        self.max_priority = torch.ones(() if agents is None else (agents,), dtype=torch.float64, device=self.device)
+        # New transitions wait here (tree row or None, slots, priority) until the next read: the tree walk
+        # is paid once per update phase instead of once per env step.
+        self._pending: list[tuple[Optional[torch.Tensor], torch.Tensor, torch.Tensor]] = []
+
+    def beta(self, step: int, total_steps: int) -> float:
+        duration = self.beta_anneal_steps if self.beta_anneal_steps is not None else total_steps
+        return min(1.0, self.beta_start + (1.0 - self.beta_start) * step / max(1, duration))
+
+    def _enter(self, slots: torch.Tensor, agent: Optional[torch.Tensor] = None) -> None:
+        """New transitions in `slots` (of agents `agent`) enter at their agent's max priority as of now."""
+        prio = self.max_priority.expand(slots.shape[0]) if agent is None else self.max_priority[agent]
+        self._pending.append((agent, slots, prio))
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        agents, slots, prio = zip(*self._pending)
+        self._pending.clear()
+        rows = None if agents[0] is None else torch.cat(agents)
+        self.tree.update(torch.cat(slots), torch.cat(prio) ** self.alpha, rows)
+
+    def _sample_indices(self, batch_size: int, beta: float):
+        self._flush()
+        total = self.tree.total  # (K,)
+        stacked = self.max_priority.dim() == 1
+        if stacked:
+            total = total.unsqueeze(1)
+        u = self._uniforms(batch_size)  # type: ignore[attr-defined]  # float64, (B,) or (K, B): the ring's generators
+        mass = (torch.arange(batch_size, device=self.device, dtype=torch.float64) + u) * (total / batch_size)
+        size = self._size_tensor()  # type: ignore[attr-defined]  # an int, or (K, 1)
+        idx = torch.minimum(self.tree.find(mass), torch.as_tensor(size - 1, device=self.device))  # round-off at the edge
+        weights = (size * (self.tree.leaf_values(idx) / total)) ** (-beta)
+        return idx, (weights / weights.max(dim=-1, keepdim=True).values).float()
+
+    def priorities(self, idx: torch.Tensor) -> torch.Tensor:
+        """p_i^alpha of the given slots ((B,), or (K, B) per agent)."""
+        self._flush()
+        return self.tree.leaf_values(idx)
+
+    def probabilities(self, idx: torch.Tensor) -> torch.Tensor:
+        total = self.tree.total
+        return self.priorities(idx) / (total if idx.dim() == 1 else total.unsqueeze(1))
+
+    def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
+        """indices, td_errors: (B,), or (K, B) for K agents."""
+        self._flush()
+        priorities = td_errors.detach().abs().to(torch.float64) + self.priority_eps
+        self.max_priority = torch.maximum(self.max_priority, priorities.max(dim=-1).values)
+        if indices.dim() == 1:
+            self.tree.update(indices, priorities ** self.alpha)
+        else:
+            rows = torch.arange(indices.shape[0], device=self.device).unsqueeze(1).expand_as(indices)
+            self.tree.update(indices.flatten(), (priorities ** self.alpha).flatten(), rows.flatten())
+
+    def stats(self) -> dict[str, torch.Tensor]:
+        """Priority statistics over the stored transitions (p^alpha, as sampled): scalars for one agent,
+        (K,) for K."""
+        self._flush()
+        sizes = torch.as_tensor(self.sizes, device=self.device)  # type: ignore[attr-defined]
+        filled = int(sizes.max())
+        p = self.tree.leaves_of(filled)
+        p = torch.where(torch.arange(filled, device=self.device) < sizes.unsqueeze(1), p, torch.zeros_like(p))
+        n = sizes.to(p.dtype)
+        total = p.sum(dim=1)
+        stats = {"priority_max": p.max(dim=1).values, "priority_mean": total / n,
+                 # Kish effective sample size of P, as a fraction of N: 1 = uniform, -> 1/N = one transition.
+                 "ess_fraction": total * total / (n * (p * p).sum(dim=1))}
+        return stats if self.max_priority.dim() == 1 else {k: v[0] for k, v in stats.items()}
+
+    def state_dict(self, include_storage: bool = True) -> dict:
+        self._flush()
+        state = super().state_dict(include_storage)  # type: ignore[misc]
+        if include_storage:
+            state["tree"] = self.tree.tree.clone()
+            state["max_priority"] = self.max_priority.clone()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)  # type: ignore[misc]
+        if "tree" in state:
+            self.tree.tree.copy_(state["tree"])  # a single agent's (2 * leaves,) row broadcasts into (1, ...)
+            self.max_priority = state["max_priority"].to(self.device)
