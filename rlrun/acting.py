@@ -30,13 +30,13 @@ NUMPY_ACTIVATIONS: dict[type, Callable[[np.ndarray], np.ndarray]] = {nn.ReLU: _r
 
 def _layer_norm(weight: np.ndarray, bias: np.ndarray, eps: float) -> Callable[[np.ndarray], np.ndarray]:
     inv_n = np.float32(1.0 / weight.shape[-1])
-    eps = np.float32(eps)
+    eps32 = np.float32(eps)
 
     def apply(x: np.ndarray) -> np.ndarray:  # ufuncs in place: np.mean's Python wrapper costs more than the maths
         centred = x - np.add.reduce(x, axis=-1, keepdims=True) * inv_n
         scale = np.add.reduce(centred * centred, axis=-1, keepdims=True)
         scale *= inv_n
-        scale += eps
+        scale += eps32
         np.sqrt(scale, out=scale)
         centred /= scale
         centred *= weight
@@ -72,9 +72,11 @@ def numpy_forward(net: nn.Module) -> Optional[Callable[[np.ndarray], np.ndarray]
     if getattr(net, "pixels", False) or any(p.device.type != "cpu" or p.dtype != torch.float32
                                             for p in net.parameters()):
         return None
-    trunk = [_numpy_layer(m) for m in net.trunk]
-    heads = [_numpy_layer(getattr(net, name)) for name in (("value", "advantage") if net.dueling else ("head",))]
-    if any(f is None for f in trunk + heads):
+    maybe_trunk = [_numpy_layer(m) for m in net.trunk]
+    maybe_heads = [_numpy_layer(getattr(net, name)) for name in (("value", "advantage") if net.dueling else ("head",))]
+    trunk = [f for f in maybe_trunk if f is not None]
+    heads = [f for f in maybe_heads if f is not None]
+    if len(trunk) < len(maybe_trunk) or len(heads) < len(maybe_heads):
         return None
 
     def forward(obs: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import gymnasium as gym
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from rlrun.device import resolve_device, set_threads
 from rlrun.envs import check_spaces, env_spec, make_vector_env
@@ -47,9 +47,14 @@ def agent_seeds(cfg: DictConfig) -> list[int]:
     return [cfg.seed + k for k in range(cfg.seeds)]
 
 
+def plain(node: Any) -> Any:
+    """A config node as plain Python (dicts, lists, values): what factories take."""
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
+
+
 def options(node: DictConfig, *drop: str) -> dict[str, Any]:
     """A config group's keys as plain keyword arguments, without Hydra's `_target_`/`_partial_` and `drop`."""
-    kwargs = OmegaConf.to_container(node, resolve=True)
+    kwargs: dict[str, Any] = plain(node)
     for key in ("_target_", "_partial_", *drop):
         kwargs.pop(key, None)
     return kwargs
@@ -58,7 +63,7 @@ def options(node: DictConfig, *drop: str) -> dict[str, Any]:
 def make_envs(cfg: DictConfig, agents: int):
     """The training vector env (K x env.num_envs sub-envs) and the evaluation one (or None)."""
     e = cfg.env
-    atari = None if e.atari is None else OmegaConf.to_container(e.atari)
+    atari = plain(e.atari)
     try:
         envs = make_vector_env(e.id, e.num_envs * agents, e.vectorization, e.max_episode_steps, gamma=cfg.algo.gamma,
                                reward_scale=e.reward_scale, normalize_reward=e.normalize_reward,
@@ -158,7 +163,7 @@ def loop_settings(cfg: DictConfig) -> LoopSettings:
         epsilon_duration=x.duration,
         log_interval=cfg.log.interval, eval_interval=cfg.eval.interval, checkpoint_every=cfg.checkpoint.every,
         checkpoint_replay=cfg.checkpoint.replay, stop_on_solve=cfg.stop_on_solve,
-        config=OmegaConf.to_container(cfg, resolve=True),
+        config=plain(cfg),
         plot_title=f"{cfg.env.id} {cfg.exp_name}" if cfg.log.plot else None,
     )
 

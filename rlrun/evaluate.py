@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt
 from rlrun import rundir
-from rlrun.build import make_network
+from rlrun.build import make_network, plain
 from rlrun.validate import from_saved
 from rlrun.validate import ConfigError, validate
 from rlrun.device import resolve_device
@@ -164,12 +164,12 @@ def play(cfg: DictConfig, weights: dict, opts: dict[str, Any], device: torch.dev
     """The greedy returns of `opts['episodes']` episodes, and the network that played them."""
     validate(cfg)
     e = cfg.env
-    atari = None if e.atari is None else OmegaConf.to_container(e.atari)
+    atari = plain(e.atari)
     envs = make_vector_env(e.id, opts["episodes"], "sync", e.max_episode_steps, action_bins=e.action_bins,
                            frame_stack=e.frame_stack, atari=atari, train=False)
     try:
         shape = envs.single_observation_space.shape
-        q_net = make_network(cfg, shape, int(envs.single_action_space.n), device)
+        q_net = make_network(cfg, shape, int(envs.single_action_space.n), device)  # type: ignore[attr-defined]
         q_net.load_state_dict(weights)
         return evaluate(q_net, envs, [opts["seed"]], device)[0], q_net
     finally:

@@ -9,7 +9,7 @@ process (a batched run's agent k explores exactly as the single-seed run with it
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -42,11 +42,7 @@ class ExplorationDraws:
         """The generators' states at the start of the current block, and how much of it was used."""
         return {"block_states": self._block_states, "cursor": self.cursor, "drawn": self._draws.shape[1]}
 
-    def load_state_dict(self, state: Optional[dict]) -> None:
-        if state is None:  # a checkpoint from before block draws: continue from the generators as restored
-            self._block_states = [r.bit_generator.state for r in self.rngs]
-            self._draws, self.cursor = self._draws[:, :0], 0
-            return
+    def load_state_dict(self, state: dict) -> None:
         for rng, s in zip(self.rngs, state["block_states"]):
             rng.bit_generator.state = s
         if state["drawn"]:

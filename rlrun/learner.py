@@ -6,7 +6,7 @@ import contextlib
 import copy
 import math
 import warnings
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
@@ -15,7 +15,8 @@ from torch.nn import functional as F
 from rlrun.replay import Batch
 from rlrun.stacked import clip_grad_norm_per_agent
 
-LOSSES = {"huber": F.smooth_l1_loss, "mse": F.mse_loss, "cross_entropy": None}
+# Scalar losses by name; cross_entropy (C51) is computed against the projected target in `_loss`.
+LOSSES: dict[str, Callable[..., torch.Tensor]] = {"huber": F.smooth_l1_loss, "mse": F.mse_loss}
 
 
 class NonFiniteError(FloatingPointError):
@@ -41,8 +42,9 @@ class DQNLearner:
     ):
         """Defaults are those of `rlrun.config.AlgoConfig`. `noise_generator`: where noisy nets draw their
         noise (a torch.Generator, or one per agent for stacked agents; None: torch's global one)."""
-        self.online = online
-        self.target = copy.deepcopy(online).requires_grad_(False)
+        # A QNetwork or a stacked network (rlrun.stacked): the same interface, not a common base class.
+        self.online: Any = online
+        self.target: Any = copy.deepcopy(online).requires_grad_(False)
         self.optimizer = optimizer
         self.double = double
         self.distributional = getattr(online, "num_atoms", 1) > 1
@@ -52,7 +54,7 @@ class DQNLearner:
             allowed = "cross_entropy" if self.distributional else "huber or mse"
             kind = "distributional" if self.distributional else "scalar"
             raise ValueError(f"loss={loss!r} does not fit a {kind} network: use {allowed}")
-        self.loss_fn = LOSSES[loss]
+        self.loss_fn = LOSSES.get(loss)
         self.max_grad_norm = math.inf if max_grad_norm is None else float(max_grad_norm)
         self.tau = tau
         self.target_update_period = target_update_period
@@ -63,9 +65,9 @@ class DQNLearner:
         self.agents = getattr(online, "agents", None)
         if self.agents is not None and on_nonfinite == "skip":
             raise ValueError("on_nonfinite='skip' would skip the update of every stacked agent: use stop or off")
-        self._online_params = list(online.parameters())
+        self._online_params: list[torch.Tensor] = list(online.parameters())
         self._cpu = self._online_params[0].device.type == "cpu"
-        self._target_params = list(self.target.parameters())
+        self._target_params: list[torch.Tensor] = list(self.target.parameters())
         self._setup_acceleration(amp, compile, compile_mode)
         persistent = online.state_dict().keys()  # excludes noise, which each net samples for itself
         self._buffer_pairs = [(t, o) for (name, t), (_, o) in zip(self.target.named_buffers(), online.named_buffers())
@@ -124,6 +126,7 @@ class DQNLearner:
         q = self.online(batch.obs).gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)
         target = self.td_target(batch)
         priority = (target - q.detach()).abs() if batch.weights is not None else None  # PER batches only
+        assert self.loss_fn is not None  # a scalar network has a scalar loss (checked in __init__)
         return self.loss_fn(q, target, reduction="none"), q, priority
 
     def _setup_acceleration(self, amp: str, compile: bool, compile_mode: str) -> None:
@@ -131,7 +134,7 @@ class DQNLearner:
         to the plain path with a warning where this torch or device cannot do it."""
         device_type = next(self.online.parameters()).device.type
         self.amp = amp
-        self._autocast = contextlib.nullcontext
+        self._autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
         self._scaler = None
         if amp != "none":
             dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[amp]

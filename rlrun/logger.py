@@ -55,8 +55,10 @@ class RunLogger:
         if resume_step is None:
             self.writer = SummaryWriter(str(self.out_dir))
             self.writer.add_text("config", "    " + OmegaConf.to_yaml(cfg).replace("\n", "\n    "), 0)
+            file_writer = self.writer.file_writer
+            assert file_writer is not None
             for summary in hparams(flat_hparams(cfg), {m: 0.0 for m in HPARAM_METRICS}):
-                self.writer.file_writer.add_summary(summary)
+                file_writer.add_summary(summary)
             kept = [EPISODE_HEADER]
         else:
             self.writer = SummaryWriter(str(self.out_dir), purge_step=resume_step + 1)
@@ -119,7 +121,7 @@ class RunLogger:
         self.window.append(ret)
         self.history.append((step, ret))
         self._episodes.writerow([step, self.episode, ret, length])
-        mean = self.mean_return
+        mean = float(np.mean(self.window))  # the window holds this episode: never empty here
         self.writer.add_scalar("charts/episodic_return", ret, step)
         self.writer.add_scalar("charts/episodic_length", length, step)
         if len(self.window) == self.window.maxlen:
@@ -179,7 +181,7 @@ class RunLogger:
         import matplotlib.pyplot as plt
 
         steps, rets = map(np.asarray, zip(*self.history))
-        k = min(len(rets), self.window.maxlen)
+        k = min(len(rets), self.window.maxlen or len(rets))
         rolling = np.convolve(rets, np.ones(k) / k, mode="valid")
         fig, ax = plt.subplots(figsize=(7, 4))
         ax.plot(steps, rets, ".", alpha=0.3, label="episode return")

@@ -25,6 +25,9 @@ class NoisyLinear(nn.Module):
     uses the mean weights only, so greedy evaluation is deterministic.
     """
 
+    eps_in: torch.Tensor
+    eps_out: torch.Tensor
+
     def __init__(self, in_features: int, out_features: int, sigma0: float = 0.5):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
@@ -109,6 +112,11 @@ class QNetwork(nn.Module):
     - `init`: `default` (torch's), `xavier` or `orthogonal` for the plain linear layers.
     """
 
+    support: torch.Tensor  # (atoms,) C51's support; a placeholder zero for scalar networks
+    head: nn.Module
+    value: nn.Module
+    advantage: nn.Module
+
     def __init__(
         self,
         obs_dim: int,
@@ -134,6 +142,7 @@ class QNetwork(nn.Module):
         in_dim = obs_dim
         self.pixels = encoder == "nature_cnn"
         if self.pixels:  # uint8 frames (C, H, W), scaled to [0, 1] on the training device
+            assert obs_shape is not None, "a pixel encoder needs obs_shape (C, H, W)"
             channels, height, width = obs_shape
             conv = nn.Sequential(nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2),
                                  nn.ReLU(), nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())

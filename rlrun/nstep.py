@@ -118,13 +118,4 @@ class NStepAccumulator:
     def load_state_dict(self, state: dict) -> None:
         self.obs[...], self.actions[...] = state["obs"], state["actions"]
         self.rewards[...], self.count[...] = state["rewards"], state["count"]
-        if "slot" in state:
-            self.slot = int(state["slot"])
-            return
-        # Checkpoints before the shared ring kept a start slot per env: move each env's pending steps
-        # to the last count[i] slots ending at slot n - 1.
-        n, self.slot = self.n, self.n - 1
-        for i, (first, k) in enumerate(zip(state["start"], state["count"])):
-            old, new = (int(first) + self._offsets[:k]) % n, self._offsets[n - k:]
-            for store in (self.obs, self.actions, self.rewards):
-                store[i, new] = np.asarray(store[i, old]).copy()
+        self.slot = int(state["slot"])

@@ -19,7 +19,6 @@ import numpy as np
 import torch
 import yaml
 from omegaconf import DictConfig, OmegaConf
-from torch import nn
 
 from rlrun import rundir
 from rlrun.logger import RunLogger
@@ -32,6 +31,7 @@ def agent_dir(out_dir: Path, seed: int) -> Path:
 def agent_config(cfg: DictConfig, seed: int) -> DictConfig:
     """The config of the single-seed run that agent `seed` of a batched run is."""
     agent = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    assert isinstance(agent, DictConfig)
     agent.seed, agent.seeds = seed, 1
     return agent
 
@@ -94,7 +94,7 @@ class Population:
             values.update({tag: v[k] if isinstance(v, list) else v for tag, v in per_agent.items()})
             lg.scalars(step, values)
 
-    def finish(self, step: int, status: str, online: nn.Module, extra: dict[str, Any],
+    def finish(self, step: int, status: str, online: Any, extra: dict[str, Any],
                plot_title: str | None) -> dict[str, Any]:
         """Each agent's model.pt, summary.json and returns.png; the run's summary (with K > 1 also written
         to the run directory: the agents' summaries and their mean final return, which sweepers optimise)."""

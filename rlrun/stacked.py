@@ -71,6 +71,11 @@ def unsupported(net: QNetwork) -> list[str]:
 class StackedQNetwork(nn.Module):
     """The same maps as `QNetwork` (MLP trunk, optional LayerNorm, plain or dueling head), for K agents."""
 
+    support: torch.Tensor
+    head: StackedLinear
+    value: StackedLinear
+    advantage: StackedLinear
+
     def __init__(self, nets: Sequence[QNetwork]):
         super().__init__()
         first = nets[0]
@@ -109,7 +114,7 @@ class StackedQNetwork(nn.Module):
         """Agent k's parameters in `QNetwork.state_dict()` layout (loads into a single-seed QNetwork)."""
         state: dict[str, torch.Tensor] = {}
         for i, module in enumerate(self.trunk):
-            if hasattr(module, "agent_state"):
+            if isinstance(module, (StackedLinear, StackedLayerNorm)):
                 state.update(module.agent_state(k, f"trunk.{i}."))
         for name in self._heads:
             state.update(getattr(self, name).agent_state(k, f"{name}."))
@@ -135,6 +140,9 @@ class VmapQNetwork(nn.Module):
     Noise comes from each agent's own generator, drawn in the order its single network draws it, so agent k
     sees the noise that the single-seed run with its seed sees.
     """
+
+    support: torch.Tensor
+    _template: _DistLogits
 
     def __init__(self, nets: Sequence[QNetwork]):
         super().__init__()

@@ -226,7 +226,9 @@ def from_saved(saved: Any) -> DictConfig:
     groups = {g: GROUP_TARGETS[g][saved[g]["_target_"]]() for g in GROUP_TARGETS}
     schema = OmegaConf.structured(RunConfig(env=EnvConfig(), device=DeviceConfig(), **groups))
     try:
-        return OmegaConf.merge(schema, saved)
+        merged = OmegaConf.merge(schema, saved)
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", None) or "config"
         raise ConfigError(key, getattr(e, "value", None), str(e).splitlines()[0]) from None
+    assert isinstance(merged, DictConfig)
+    return merged

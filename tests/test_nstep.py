@@ -105,10 +105,8 @@ def test_matches_reference_on_random_episodes(n, num_envs):
         assert g[1] == pytest.approx(w[1], rel=1e-5, abs=1e-5) and g[3] == pytest.approx(w[3], rel=1e-6)
 
 
-@pytest.mark.parametrize("old_format", [False, True])
-def test_checkpoint_midway_continues_identically(old_format):
-    """state_dict/load_state_dict mid-episode gives the same transitions as an uninterrupted run; so does a
-    checkpoint in the earlier format (a start slot per env instead of one shared ring slot)."""
+def test_checkpoint_midway_continues_identically():
+    """state_dict/load_state_dict mid-episode gives the same transitions as an uninterrupted run."""
     n, num_envs = 4, 3
     rng = np.random.default_rng(7)
     trajectory = []
@@ -129,8 +127,6 @@ def test_checkpoint_midway_continues_identically(old_format):
     first = NStepAccumulator(num_envs, n, 0.9, (1,))
     got = run(first, trajectory[:101])
     state = first.state_dict()
-    if old_format:
-        state["start"] = (state.pop("slot") - state["count"] + 1) % n
     second = NStepAccumulator(num_envs, n, 0.9, (1,))
     second.load_state_dict(state)
     got += run(second, trajectory[101:])

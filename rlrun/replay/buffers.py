@@ -52,9 +52,9 @@ class ReplayBuffer(Ring):
         n = actions.shape[0]
         start = self.pos
         if start + n > self.capacity:  # wraps around: store in two contiguous pieces
-            k = self.capacity - start
-            return (self._write(obs[:k], actions[:k], rewards[:k], next_obs[:k], discounts[:k])
-                    + self._write(obs[k:], actions[k:], rewards[k:], next_obs[k:], discounts[k:]))
+            cut = self.capacity - start
+            return (self._write(obs[:cut], actions[:cut], rewards[:cut], next_obs[:cut], discounts[:cut])
+                    + self._write(obs[cut:], actions[cut:], rewards[cut:], next_obs[cut:], discounts[cut:]))
         # Contiguous slices: plain copies, cheaper than scattering through an index tensor.
         end = start + n
         values = {"obs": obs, "next_obs": next_obs, "actions": actions, "rewards": rewards,

@@ -51,21 +51,21 @@ class SumTree:
                 pos = pos // 2
                 t[(*rows, pos)] = t[(*rows, 2 * pos)] + t[(*rows, 2 * pos + 1)]
             return
-        t = self.tree if tree is not None else self.tree[0]
-        rows = (tree,) if tree is not None else ()
-        pos = idx + self.leaves
-        t[(*rows, pos)] = values.to(t.dtype)
+        tt = self.tree if tree is not None else self.tree[0]
+        trows = (tree,) if tree is not None else ()
+        tpos = idx + self.leaves
+        tt[(*trows, tpos)] = values.to(tt.dtype)
         for _ in range(self.depth):
-            pos = pos // 2
-            t[(*rows, pos)] = t[(*rows, 2 * pos)] + t[(*rows, 2 * pos + 1)]
+            tpos = tpos // 2
+            tt[(*trows, tpos)] = tt[(*trows, 2 * tpos)] + tt[(*trows, 2 * tpos + 1)]
 
     def find(self, mass: torch.Tensor) -> torch.Tensor:
         """Leaf index i with prefix_sum(i) <= mass < prefix_sum(i + 1), for each mass: (B,) in tree 0, or
         (K, B) with row k in tree k."""
         single = mass.dim() == 1
         if self._np is not None:
-            t, m = (self._np[0], mass.to(torch.float64).numpy()) if single else \
-                (self._np, mass.to(torch.float64).numpy())
+            t = self._np[0] if single else self._np
+            m = mass.to(torch.float64).numpy()
             i = np.ones(m.shape, dtype=np.int64)
             for _ in range(self.depth):
                 left = t[2 * i] if single else np.take_along_axis(t, 2 * i, axis=1)
@@ -73,12 +73,12 @@ class SumTree:
                 m = np.where(go_right, m - left, m)
                 i = 2 * i + go_right
             return torch.from_numpy(i - self.leaves)
-        t = self.tree[0] if single else self.tree
+        tt = self.tree[0] if single else self.tree
         idx = torch.ones_like(mass, dtype=torch.long)
-        m = mass.to(t.dtype)
+        tm = mass.to(tt.dtype)
         for _ in range(self.depth):
-            left = t[2 * idx] if single else t.gather(1, 2 * idx)
-            go_right = m >= left
-            m = torch.where(go_right, m - left, m)
-            idx = 2 * idx + go_right.long()
+            tleft = tt[2 * idx] if single else tt.gather(1, 2 * idx)
+            right = tm >= tleft
+            tm = torch.where(right, tm - tleft, tm)
+            idx = 2 * idx + right.long()
         return idx - self.leaves
