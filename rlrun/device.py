@@ -20,7 +20,7 @@ def resolve_device(kind: str) -> torch.device:
 
 def set_threads(threads: Optional[int]) -> None:
     """One thread per job: as fast as torch's default for these small networks on this 2-core machine
-    (scripts/bench_threads.py), and parallel sweep jobs do not oversubscribe the cores. null keeps
+    (scripts/bench.py threads), and parallel sweep jobs do not oversubscribe the cores. null keeps
     torch's default (one thread per core)."""
     if threads is not None:
         torch.set_num_threads(threads)

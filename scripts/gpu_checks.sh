@@ -4,10 +4,11 @@
 #   doctor.txt   python -m rlrun.doctor
 #   pytest.txt   tests/test_acceleration.py and the unit tests of tests/test_batched.py on CUDA
 #   bars.txt     the learning bars of the env presets, one CPU process per seed (run meanwhile)
-#   pong.txt     ALE/Pong-v5 with +experiment=atari on CUDA for a few minutes: SPS and score so far
-#   switches.txt us/update for plain / amp / compile / cuda_graphs (scripts/benchmark.py switches)
-#   loop.txt     whole-loop env steps/s: default, dueling+PER, 64 vector envs (scripts/benchmark.py updates)
-#   seeds.txt    seeds=64 vs one seed, and CUDA agreement of a batched agent with its single-seed run
+#   pong.txt     ALE/Pong-v5 with env=atari on CUDA for a few minutes: SPS and score so far
+#   switches.txt us/update for plain / amp / compile / cuda_graphs (scripts/bench.py switches)
+#   loop.txt     whole-loop env steps/s: default, dueling+PER, 64 vector envs (scripts/bench.py updates)
+#   seeds.txt    seeds=64 vs one seed (scripts/bench.py seeds), and CUDA agreement of a batched agent with its
+#                single-seed run
 # Usage: OUT=/tmp/gpu bash scripts/gpu_checks.sh [dir of wheels to install first, for an offline machine]
 set -u
 OUT=${OUT:-outputs/gpu_checks}
@@ -27,9 +28,9 @@ $PY -m rlrun.doctor > "$OUT/doctor.txt" 2>&1
 BARS=outputs/bars
 mkdir -p $BARS
 pids=()
-for preset in pendulum_dqn mountaincar_dqn lunarlander_dqn; do
+for preset in pendulum mountaincar lunarlander; do  # env=X is X's preset, tuned learner included
   for seed in 0 1 2 3 4; do
-    $PY -m rlrun.train +experiment=$preset seed=$seed device=cpu device.threads=1 stop_on_solve=true \
+    $PY -m rlrun.train env=$preset seed=$seed device=cpu device.threads=1 stop_on_solve=true \
       eval.interval=0 log.progress_bar=false checkpoint.every=0 hydra.run.dir=$BARS/${preset}_s$seed \
       > $BARS/${preset}_s$seed.log 2>&1 &
     pids+=($!)
@@ -38,7 +39,7 @@ done
 stamp "started ${#pids[@]} learning runs"
 
 # --- Pong on the GPU meanwhile (issue 7), a fixed slot --------------------------------------------
-timeout 190 $PY -m rlrun.train +experiment=atari env.id=ALE/Pong-v5 device=cuda algo.learning_starts=20000 \
+timeout 190 $PY -m rlrun.train env=atari env.id=ALE/Pong-v5 device=cuda algo.learning_starts=20000 \
   exploration.duration=100000 log.interval=5000 eval.interval=0 checkpoint.every=0 log.progress_bar=false \
   hydra.run.dir=outputs/pong > "$OUT/pong.txt" 2>&1 &
 PONG=$!
@@ -66,7 +67,7 @@ for r in rows[-10:]:
 EOF
 $PY - > "$OUT/bars.txt" 2>&1 <<'EOF'
 import json, pathlib
-bars = {"pendulum_dqn": -200, "mountaincar_dqn": -110, "lunarlander_dqn": 200}
+bars = {"pendulum": -200, "mountaincar": -110, "lunarlander": 200}
 for preset, threshold in bars.items():
     solved = 0
     for seed in range(5):
@@ -89,7 +90,7 @@ stamp "bars done"
 
 # --- timings, now with the CPU quiet -------------------------------------------------------------
 {
-  timeout 120 $PY scripts/bench_seeds.py --seeds 64 --device cuda --steps 10000 --reps 1
+  timeout 120 $PY scripts/bench.py seeds --seeds 64 --device cuda --steps 10000 --reps 1
   for args in "seed=0" "seeds=2"; do
     timeout 40 $PY -m rlrun.train $args device=cuda total_steps=1500 algo.learning_starts=300 eval.interval=0 \
       log.plot=false checkpoint.every=0 hydra.run.dir=outputs/agree_${args/=/} > /dev/null 2>&1
@@ -102,11 +103,11 @@ stamp "bars done"
   fi
 } > "$OUT/seeds.txt" 2>&1
 stamp "seeds done"
-timeout 100 $PY scripts/benchmark.py switches --device cuda > "$OUT/switches.txt" 2>&1
+timeout 100 $PY scripts/bench.py switches --device cuda > "$OUT/switches.txt" 2>&1
 stamp "switches rc=$?"
 {
-  timeout 60 $PY scripts/benchmark.py updates --device cuda
-  timeout 45 $PY scripts/benchmark.py updates --device cuda env.num_envs=64
+  timeout 60 $PY scripts/bench.py updates --device cuda
+  timeout 45 $PY scripts/bench.py updates --device cuda --overrides env.num_envs=64
 } > "$OUT/loop.txt" 2>&1
 stamp "loop done"
 stamp "all done"
