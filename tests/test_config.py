@@ -10,6 +10,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
 import rlrun
+from rlrun.build import make_replay
 from rlrun.validate import ConfigError, validate
 
 CONF = Path(rlrun.__file__).parent / "conf"
@@ -39,7 +40,7 @@ def test_every_option_composes_validates_and_builds(compose, group, option):
     assert net(torch.zeros(3, *obs_shape)).shape == (3, 2)
     opt = instantiate(cfg.optimizer)(net.parameters())
     assert opt.param_groups[0]["lr"] == cfg.optimizer.lr
-    buf = instantiate(cfg.buffer, obs_shape=(4,), device="cpu")
+    buf = make_replay(cfg, [0], (4,), torch.float32, [torch.Generator()], "cpu")
     assert buf.capacity == cfg.buffer.capacity
 
 
@@ -159,6 +160,7 @@ def test_initialisations(compose, init):
 
 def test_pixels_need_the_cnn_and_the_cnn_needs_pixels(compose):
     with pytest.raises(ConfigError, match="network.encoder='mlp'.*network=cnn"):
-        validate(compose("env=atari"))
+        validate(compose("env=atari", "network.encoder=mlp"))
+    validate(compose("env=atari"))  # env=atari brings the Nature CNN
     with pytest.raises(ConfigError, match="env.frame_stack=0"):
         validate(compose("network=cnn"))
