@@ -223,6 +223,8 @@ class Trainer:
         def crossed(interval: int) -> bool:
             return interval > 0 and step // interval > (step - num_envs) // interval
 
+        epsilon_at = s.epsilon
+
         step, iteration, obs = self.step, self.iteration, self.obs
         last_log_time, last_log_step = time.perf_counter(), step
         status = "finished"
@@ -231,7 +233,7 @@ class Trainer:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
         try:
             while step < total_steps:
-                explore, actions = exploration.next(s.epsilon(step))  # (K, num_envs): each agent's own stream
+                explore, actions = exploration.next(epsilon_at(step))  # (K, num_envs): each agent's own stream
                 explore, actions = explore.reshape(-1), actions.reshape(-1)
                 if not explore.all():
                     actions = np.where(explore, actions, actor.act(obs))
@@ -249,7 +251,9 @@ class Trainer:
                 obs = next_obs
                 step += num_envs
                 iteration += 1
-                population.episodes_end(step, finished_episodes(infos))
+                episodes = finished_episodes(infos)
+                if episodes:
+                    population.episodes_end(step, episodes)
 
                 if step >= learning_starts and iteration % update_every == 0 and len(buffer) >= batch_size:
                     self.update_phase(step, iteration, obs, phase_updates)
