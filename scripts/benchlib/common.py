@@ -1,0 +1,138 @@
+"""What every benchmark shares: running and timing processes, alternating contestants, the report."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout these scripts belong to: `compare`'s current tree
+COMMAND = "python " + shlex.join(sys.argv)
+QUIET = ["eval.interval=0", "log.plot=false", "checkpoint.every=0"]  # the training loop alone
+
+
+# --- shared: running, timing, alternating, reporting ------------------------------------------------------
+
+@dataclass
+class Run:
+    wall: float  # seconds until the last process exited, start-up included
+    rss_mib: float  # the largest peak resident memory among the processes
+    summary: dict = field(default_factory=dict)  # the run's summary.json, where there is one
+
+
+def run_processes(cmds: Sequence[Sequence[str]], cwd: Optional[Path] = None,
+                  env: Optional[dict[str, str]] = None) -> Run:
+    """Start the commands side by side and wait for all of them; stops the benchmark if one fails."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
+    errs = [tempfile.TemporaryFile() for _ in cmds]  # files, not pipes: a chatty stderr cannot block the run
+    start = time.perf_counter()
+    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=e, cwd=cwd, env=env) for c, e in zip(cmds, errs)]
+    rss = 0.0
+    for p in procs:
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        rss = max(rss, usage.ru_maxrss / 1024)
+    wall = time.perf_counter() - start
+    try:
+        for cmd, p, e in zip(cmds, procs, errs):
+            if p.returncode != 0:
+                e.seek(0)
+                tail = e.read().decode(errors="replace")[-3000:]
+                raise SystemExit(f"run failed (exit {p.returncode}) in {cwd or os.getcwd()}:\n{shlex.join(cmd)}\n"
+                                 f"{tail}")
+    finally:
+        for e in errs:
+            e.close()
+    return Run(wall, rss)
+
+
+def merged(defaults: Sequence[str], overrides: Sequence[str]) -> list[str]:
+    """`defaults` with `overrides` in place of those that set the same key, then the other `overrides`: the
+    command line names each key once (Hydra would let the later one win)."""
+    key = lambda o: o.split("=", 1)[0].lstrip("+~")  # noqa: E731
+    given = {key(o): o for o in overrides}
+    return [given.pop(key(d), d) for d in defaults] + list(given.values())
+
+
+def train_cmd(overrides: Sequence[str], run_dir: str) -> list[str]:
+    return [sys.executable, "-m", "rlrun.train", *overrides, f"hydra.run.dir={run_dir}"]
+
+
+def train_run(overrides: Sequence[str], prefix: Sequence[str] = (), cwd: Optional[Path] = None,
+              env: Optional[dict[str, str]] = None) -> Run:
+    """One `python -m rlrun.train` process into a temporary run dir, with the summary.json it wrote."""
+    with tempfile.TemporaryDirectory() as out:
+        run = run_processes([[*prefix, *train_cmd(overrides, out)]], cwd=cwd, env=env)
+        summary = Path(out, "summary.json")
+        if summary.exists():
+            run.summary = json.loads(summary.read_text())
+    return run
+
+
+def alternate(contestants: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[Any]]:
+    """Each contestant (a Run or a number) once per round, the order reversed every other round; progress
+    goes to stderr."""
+    results: dict[str, list[Any]] = {name: [] for name in contestants}
+    for r in range(rounds):
+        for name in (list(contestants) if r % 2 == 0 else list(reversed(contestants))):
+            results[name].append(contestants[name]())
+        shown = {k: [round(v.wall if isinstance(v, Run) else v, 1) for v in vs] for k, vs in results.items()}
+        print(f"round {r + 1}/{rounds}: {shown}", file=sys.stderr, flush=True)
+    return results
+
+
+def hardware() -> str:
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        cpu = next(line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name"))
+    except (OSError, StopIteration):
+        cpu = platform.processor() or platform.machine()
+    text = f"{cpu}, {os.cpu_count()} logical cores"
+    if shutil.which("nvidia-smi"):
+        gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], check=False,
+                              capture_output=True, text=True).stdout.split("\n")
+        text += "".join(f"; GPU {g.strip()}" for g in gpus if g.strip())
+    return text
+
+
+def pinning(parallel: bool = False) -> str:
+    cpus = sorted(os.sched_getaffinity(0))
+    if parallel:
+        return f"may use CPUs {cpus}: run it with those cores otherwise idle"
+    if len(cpus) == 1:
+        return f"pinned to CPU {cpus[0]}"
+    return "not pinned: for steadier figures, `taskset -c 0 python scripts/bench.py ...` with core 0 otherwise idle"
+
+
+def report(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]], notes: Sequence[str] = (),
+           pin: Optional[str] = None) -> None:
+    """The result as a Markdown table under the date, the hardware and the command that produced it."""
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    line = lambda row: "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |"  # noqa: E731
+    print(f"\n## {title}\n")
+    print(f"date: {now}\nhardware: {hardware()}\npinning: {pin or pinning()}\ncommand: {COMMAND}\n")
+    print(line(cells[0]))
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in cells[1:]:
+        print(line(row))
+    if notes:
+        print()
+    for note in notes:
+        print(note)
+    sys.stdout.flush()
+
+
+def each(values: Sequence[float], fmt: str = ".1f") -> str:
+    return " / ".join(format(v, fmt) for v in values)

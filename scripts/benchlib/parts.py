@@ -1,0 +1,169 @@
+"""Benchmarks of parts timed in this process: per, switches, memory."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Callable
+
+from benchlib.common import report
+
+# --- per, switches, memory: parts in this process ----------------------------------------------------------
+
+def _learner_and_buffer(kind: str, capacity: int, device, fill: int):
+    import torch
+
+    from rlrun.learner import DQNLearner
+    from rlrun.networks import QNetwork
+    from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer
+
+    torch.manual_seed(0)
+    net = QNetwork(4, 2, hidden_sizes=[128, 128], layer_norm=True).to(device)
+    learner = DQNLearner(net, torch.optim.Adam(net.parameters(), lr=1e-3, fused=True), loss="mse", tau=0.05,
+                         on_nonfinite="off")
+    buf = (PrioritizedReplayBuffer if kind == "per" else ReplayBuffer)(capacity, (4,), device=device)
+    chunk = 10_000
+    for i in range(0, fill, chunk):
+        n = min(chunk, fill - i)
+        buf.add(torch.randn(n, 4), torch.randint(0, 2, (n,)), torch.randn(n), torch.randn(n, 4), torch.full((n,), 0.99))
+    return learner, buf
+
+
+def _seconds_per_call(fn: Callable[[], Any], reps: int, sync: Callable[[], Any]) -> float:
+    for _ in range(10):
+        fn()
+    sync()
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / reps
+
+
+def per(args) -> None:
+    """PER's sample + priority update at three sizes, and a whole gradient step with PER against uniform."""
+    import torch
+
+    torch.set_num_threads(1)
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    rows = []
+    for capacity in (10_000, 100_000, 1_000_000):
+        _, buf = _learner_and_buffer("per", capacity, device, capacity)
+        td = torch.rand(128, device=device)
+
+        def sample_update():
+            b = buf.sample(128, 0.5)
+            buf.update_priorities(b.indices, td)
+
+        t = _seconds_per_call(sample_update, 200, sync)
+        rows.append([f"PER sample(128) + update_priorities, {capacity:,} stored", f"{t * 1e6:.1f}", ""])
+    step_time = {}
+    for kind in ("uniform", "per"):
+        learner, buf = _learner_and_buffer(kind, 100_000, device, 100_000)
+
+        def step():
+            b = buf.sample(128, 0.5)
+            m = learner.update(b)
+            buf.update_priorities(b.indices, m["priority"])
+
+        step_time[kind] = t = _seconds_per_call(step, 300, sync)
+        rows.append([f"{kind}: sample + gradient step + priorities, 100,000 stored", f"{t * 1e6:.1f}", f"{1 / t:,.0f}"])
+    rows.append(["PER / uniform, time per update", f"{step_time['per'] / step_time['uniform']:.2f}x", ""])
+    report(f"per: prioritized replay costs, device={args.device}, one thread",
+           ["what", "us per call", "updates/s"], rows, ["means over 200-300 calls after 10 warm-up calls"])
+
+
+def switches(args) -> None:
+    """Microseconds per gradient step (sample + update) for each device switch, after a warm-up that includes
+    any compilation, at the default size and (on CUDA) at a large one."""
+    import warnings
+
+    import torch
+
+    from rlrun.learner import DQNLearner
+    from rlrun.networks import QNetwork
+    from rlrun.replay import ReplayBuffer
+
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    variants: dict[str, dict[str, Any]] = {
+        "plain": {}, "amp=bf16": {"amp": "bf16"}, "amp=fp16": {"amp": "fp16"}, "compile": {"compile": True},
+        "cuda_graphs": {"compile": True, "compile_mode": "reduce-overhead"}}
+    sizes = [([128, 128], 128), ([1024, 1024], 1024)]
+    if device.type != "cuda":
+        variants.pop("cuda_graphs")
+        sizes = sizes[:1]
+        torch.set_num_threads(1)
+    rows = []
+    for hidden, batch in sizes:
+        base = None
+        for name, kw in variants.items():
+            if batch > 128 and kw.get("compile"):  # compile pays off where launches dominate: the small size
+                continue
+            torch.manual_seed(0)
+            net = QNetwork(4, 2, hidden_sizes=hidden, layer_norm=True).to(device)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                learner = DQNLearner(net, torch.optim.Adam(net.parameters(), lr=1e-3, fused=True), loss="mse",
+                                     tau=0.05, on_nonfinite="off", **kw)
+                buf = ReplayBuffer(100_000, (4,), device=device)
+                n = 100_000
+                buf.add(torch.randn(n, 4), torch.randint(0, 2, (n,)), torch.randn(n), torch.randn(n, 4),
+                        torch.full((n,), 0.99))
+
+                def step():
+                    learner.update(buf.sample(batch))
+
+                start = time.perf_counter()
+                for _ in range(30):  # warm-up: compilation, graph capture, cuBLAS handles
+                    step()
+                sync()
+                warm = time.perf_counter() - start
+                t = _seconds_per_call(step, 300, sync)
+            fell_back = [str(w.message)[:100] for w in caught
+                         if "device." in str(w.message) or "torch.compile failed" in str(w.message)]
+            base = base or t
+            rows.append([str(hidden), batch, name, f"{t * 1e6:.1f}", f"{base / t:.2f}x", f"{warm:.1f}",
+                         "FELL BACK: " + fell_back[0] if fell_back else ""])
+            print(f"{hidden} {batch} {name}: {t * 1e6:.1f} us", file=sys.stderr, flush=True)
+    report(f"switches: us per gradient step, device={args.device}",
+           ["hidden", "batch", "switch", "us/update", "vs plain", "warm-up s", "note"], rows,
+           ["means over 300 steps after a 30-step warm-up (compilation, graph capture)"])
+
+
+def memory(args) -> None:
+    """Bytes held by an Atari replay (84x84 frames, stack 4) that stores each frame once."""
+    import torch
+
+    from rlrun.frames import FrameStore
+    from rlrun.replay import ReplayBuffer
+
+    def tensor_bytes(obj) -> int:
+        """Bytes of the tensor storages that `obj` holds in its attributes, or in those of rlrun objects there."""
+        found: dict[int, int] = {}
+        todo, seen = [obj], set()
+        while todo:
+            o = todo.pop()
+            if id(o) in seen:
+                continue
+            seen.add(id(o))
+            for v in vars(o).values():
+                if isinstance(v, torch.Tensor):
+                    found[v.untyped_storage().data_ptr()] = v.untyped_storage().nbytes()
+                elif type(v).__module__.startswith("rlrun.") and hasattr(v, "__dict__"):
+                    todo.append(v)
+        return sum(found.values())
+
+    capacity = args.capacity
+    frames = FrameStore(capacity + capacity // 16 + 1024 + 4, (84, 84), 4, 1, "cpu")  # sized as rlrun sizes it
+    buf = ReplayBuffer(capacity, (4,), obs_dtype=torch.int64)
+    frame_bytes, index_bytes = tensor_bytes(frames), tensor_bytes(buf)
+    naive = capacity * 2 * 4 * 84 * 84  # obs and next_obs as stacked uint8 frames
+    gib = lambda b: f"{b / 2**30:.2f}"  # noqa: E731
+    rows = [["frames, each stored once", gib(frame_bytes)],
+            ["transitions (frame indices, actions, rewards, ...)", gib(index_bytes)],
+            ["total", gib(frame_bytes + index_bytes)],
+            ["storing stacked obs and next_obs instead", gib(naive)]]
+    report(f"memory: a {capacity:,}-transition Atari replay (84x84 frames, stack 4)", ["part", "GiB"], rows,
+           pin="not a timing")
