@@ -1,9 +1,8 @@
 """K independent Q-networks held as one module with an agent axis (many seeds in one process).
 
 `stack_networks(nets)` picks one of two forms with the same interface (forward (K, B, ...) -> (K, B, A),
-`agents`, `agent_state_dict(k)`): `StackedQNetwork`, hand-fused for plain MLPs (the common case, and
-fast on a CPU), or `VmapQNetwork` for every other QNetwork (pixels, noisy layers, C51) through
-`torch.func.vmap`.
+`agents`, `agent_state_dict(k)`): `StackedQNetwork`, hand-fused for MLP networks (plain or dueling heads,
+C51, noisy layers: fast on a CPU), or `VmapQNetwork` for pixel encoders, through `torch.func.vmap`.
 
 `StackedQNetwork.from_networks(nets)` stacks K `QNetwork`s that were built (and initialised) exactly as
 K single-seed runs would build them; every parameter gets a leading agent axis, and each layer is one
@@ -58,23 +57,57 @@ class StackedLayerNorm(nn.Module):
         return {f"{prefix}weight": self.weight[k, 0], f"{prefix}bias": self.bias[k, 0]}
 
 
-STACKABLE = {nn.Linear: StackedLinear, nn.LayerNorm: StackedLayerNorm}
+class StackedNoisyLinear(nn.Module):
+    """K `NoisyLinear` layers (transposed like `StackedLinear`), each agent with its own noise."""
+
+    eps_in: torch.Tensor
+    eps_out: torch.Tensor
+
+    def __init__(self, layers: Sequence[NoisyLinear]):
+        super().__init__()
+        for name in ("weight_mu", "weight_sigma"):
+            setattr(self, name, nn.Parameter(torch.stack([getattr(l, name).detach().t() for l in layers]).contiguous()))
+        for name in ("bias_mu", "bias_sigma"):
+            setattr(self, name, nn.Parameter(torch.stack([getattr(l, name).detach() for l in layers]).unsqueeze(1)))
+        self.register_buffer("eps_in", torch.stack([l.eps_in for l in layers]), persistent=False)  # (K, in)
+        self.register_buffer("eps_out", torch.stack([l.eps_out for l in layers]), persistent=False)  # (K, out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return torch.baddbmm(self.bias_mu, x, self.weight_mu)
+        weight = self.weight_mu + self.weight_sigma * (self.eps_in.unsqueeze(2) * self.eps_out.unsqueeze(1))
+        return torch.baddbmm(self.bias_mu + self.bias_sigma * self.eps_out.unsqueeze(1), x, weight)
+
+    @torch.no_grad()
+    def reset_agent_noise(self, k: int, generator: Optional[torch.Generator]) -> None:
+        """Agent k's new noise, drawn as its single `NoisyLinear.reset_noise` draws it."""
+        self.eps_in[k] = NoisyLinear.noise(self.eps_in.shape[1], generator, self.eps_in.device)
+        self.eps_out[k] = NoisyLinear.noise(self.eps_out.shape[1], generator, self.eps_out.device)
+
+    def agent_state(self, k: int, prefix: str) -> dict[str, torch.Tensor]:
+        return {f"{prefix}weight_mu": self.weight_mu[k].t(), f"{prefix}weight_sigma": self.weight_sigma[k].t(),
+                f"{prefix}bias_mu": self.bias_mu[k, 0], f"{prefix}bias_sigma": self.bias_sigma[k, 0]}
+
+
+STACKABLE: dict[type, type] = {nn.Linear: StackedLinear, nn.LayerNorm: StackedLayerNorm, NoisyLinear: StackedNoisyLinear}
+STACKED_LAYERS = (StackedLinear, StackedLayerNorm, StackedNoisyLinear)
 FUNCTIONAL[StackedLinear] = lambda m, x: torch.baddbmm(m.bias, x, m.weight)
 FUNCTIONAL[StackedLayerNorm] = lambda m, x: torch.addcmul(m.bias, F.layer_norm(x, m.shape, eps=m.eps), m.weight)
 
 
 def unsupported(net: QNetwork) -> list[str]:
     """The options of `net` that `StackedQNetwork` does not fuse (`VmapQNetwork` takes those)."""
-    return [name for name, used in (("pixels", net.pixels), ("noisy", net.noisy), ("C51", net.num_atoms > 1)) if used]
+    return ["pixels"] if net.pixels else []
 
 
 class StackedQNetwork(nn.Module):
-    """The same maps as `QNetwork` (MLP trunk, optional LayerNorm, plain or dueling head), for K agents."""
+    """The same maps as an MLP `QNetwork` (optional LayerNorm, plain or dueling heads, C51 atoms, noisy
+    layers), for K agents."""
 
     support: torch.Tensor
-    head: StackedLinear
-    value: StackedLinear
-    advantage: StackedLinear
+    head: nn.Module
+    value: nn.Module
+    advantage: nn.Module
 
     def __init__(self, nets: Sequence[QNetwork]):
         super().__init__()
@@ -82,8 +115,7 @@ class StackedQNetwork(nn.Module):
         if unsupported(first):
             raise ValueError(f"cannot stack this network: {unsupported(first)}")
         self.agents, self.n_actions, self.dueling = len(nets), first.n_actions, first.dueling
-        self.num_atoms = 1
-        self.noisy = False
+        self.num_atoms, self.noisy = first.num_atoms, first.noisy
         layers = []
         for i, module in enumerate(first.trunk):
             kind = type(module)
@@ -94,7 +126,7 @@ class StackedQNetwork(nn.Module):
         self.trunk = nn.Sequential(*layers)
         heads = ("value", "advantage") if self.dueling else ("head",)
         for name in heads:
-            setattr(self, name, StackedLinear([getattr(n, name) for n in nets]))
+            setattr(self, name, STACKABLE[type(getattr(first, name))]([getattr(n, name) for n in nets]))
         self._heads = heads
         self.register_buffer("support", first.support.clone())
 
@@ -102,19 +134,38 @@ class StackedQNetwork(nn.Module):
     def from_networks(cls, nets: Sequence[QNetwork]) -> "StackedQNetwork":
         return cls(nets).to(next(nets[0].parameters()).device)
 
+    def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
+        """(K, B, *obs_shape) -> (K, B, A, atoms) action values or logits."""
+        h = apply_layers(self.trunk, obs.flatten(2).float())
+        k, b = h.shape[:2]
+        if not self.dueling:
+            return apply_layer(self.head, h).view(k, b, self.n_actions, self.num_atoms)
+        adv = apply_layer(self.advantage, h).view(k, b, self.n_actions, self.num_atoms)
+        return apply_layer(self.value, h).view(k, b, 1, self.num_atoms) + adv - adv.mean(dim=2, keepdim=True)
+
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """(K, B, *obs_shape) -> (K, B, A) Q-values."""
+        if self.num_atoms > 1:
+            return (self.dist_logits(obs).softmax(dim=-1) * self.support).sum(dim=-1)
         h = apply_layers(self.trunk, obs.flatten(2).float())
         if not self.dueling:
             return apply_layer(self.head, h)
         adv = apply_layer(self.advantage, h)
         return apply_layer(self.value, h) + adv - adv.mean(dim=2, keepdim=True)
 
+    @torch.no_grad()
+    def reset_noise(self, generators: Optional[Sequence[torch.Generator]] = None) -> None:
+        """Each agent's new noise from its own generator, its layers in the order of its single network."""
+        noisy = [m for m in self.modules() if isinstance(m, StackedNoisyLinear)]
+        for k, generator in enumerate(generators or [None] * self.agents):
+            for layer in noisy:
+                layer.reset_agent_noise(k, generator)
+
     def agent_state_dict(self, k: int) -> dict[str, torch.Tensor]:
         """Agent k's parameters in `QNetwork.state_dict()` layout (loads into a single-seed QNetwork)."""
         state: dict[str, torch.Tensor] = {}
         for i, module in enumerate(self.trunk):
-            if isinstance(module, (StackedLinear, StackedLayerNorm)):
+            if isinstance(module, STACKED_LAYERS):
                 state.update(module.agent_state(k, f"trunk.{i}."))
         for name in self._heads:
             state.update(getattr(self, name).agent_state(k, f"{name}."))
@@ -134,7 +185,7 @@ class _DistLogits(nn.Module):
 
 
 class VmapQNetwork(nn.Module):
-    """K `QNetwork`s of any kind (pixel encoder, noisy layers, C51) as one module: their parameters and
+    """K `QNetwork`s of any kind (a pixel encoder included) as one module: their parameters and
     buffers stacked on a leading agent axis, evaluated with `torch.func.vmap` over `functional_call`.
 
     Noise comes from each agent's own generator, drawn in the order its single network draws it, so agent k

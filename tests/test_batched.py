@@ -242,11 +242,12 @@ def test_refusal_happens_before_anything_is_written(tmp_path):
 
 
 VMAP_VARIANTS = {"c51-dueling": dict(num_atoms=11, v_min=-5.0, v_max=5.0, dueling=True), "noisy": dict(noisy=True),
+                 "rainbow-net": dict(num_atoms=11, v_min=-5.0, v_max=5.0, dueling=True, noisy=True),
                  "nature-cnn": dict(encoder="nature_cnn", obs_shape=[4, 84, 84], hidden_sizes=[32])}
 
 
 @pytest.mark.parametrize("variant", VMAP_VARIANTS, ids=list(VMAP_VARIANTS))
-def test_vmapped_network_is_each_agent(variant):
+def test_stacked_c51_noisy_and_pixel_networks_are_each_agent(variant):
     kw = VMAP_VARIANTS[variant]
     pixels = "obs_shape" in kw
     nets = []
@@ -254,7 +255,7 @@ def test_vmapped_network_is_each_agent(variant):
         torch.manual_seed(seed)
         nets.append(QNetwork(4 * 84 * 84 if pixels else 4, 3, **kw))
     stacked = stack_networks(copy.deepcopy(nets))
-    assert isinstance(stacked, VmapQNetwork)
+    assert isinstance(stacked, VmapQNetwork if pixels else StackedQNetwork)
     x = torch.randint(0, 255, (K, 5, 4, 84, 84), dtype=torch.uint8) if pixels else torch.randn(K, 5, 4)
     if kw.get("noisy"):  # each agent's noise from its own generator, drawn as its single network draws it
         stacked.reset_noise([torch.Generator().manual_seed(k) for k in range(K)])
