@@ -11,7 +11,7 @@ place). Anything else (a GPU, pixel encoders, noisy layers, C51) goes through th
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -42,6 +42,7 @@ def _layer_norm(weight: np.ndarray, bias: np.ndarray, eps: float) -> Callable[[n
         centred *= weight
         centred += bias
         return centred
+
     return apply
 
 
@@ -49,7 +50,7 @@ def _view(p: torch.Tensor) -> np.ndarray:
     return p.detach().numpy()
 
 
-def _numpy_layer(module: nn.Module) -> Optional[Callable[[np.ndarray], np.ndarray]]:
+def _numpy_layer(module: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None:
     """The numpy version of one trunk/head layer, or None if there is none."""
     if isinstance(module, nn.Linear):
         w_t, b = _view(module.weight).T, _view(module.bias)
@@ -64,13 +65,14 @@ def _numpy_layer(module: nn.Module) -> Optional[Callable[[np.ndarray], np.ndarra
     return NUMPY_ACTIVATIONS.get(type(module))
 
 
-def numpy_forward(net: nn.Module) -> Optional[Callable[[np.ndarray], np.ndarray]]:
+def numpy_forward(net: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None:
     """obs (..., B, obs_dim) -> Q (..., B, A) in numpy, sharing `net`'s parameters; None where the
     network is not a plain CPU MLP (pixels, noisy layers, C51, unknown layers, another device)."""
     if not isinstance(net, (QNetwork, StackedQNetwork)) or net.num_atoms != 1 or net.noisy:
         return None
-    if getattr(net, "pixels", False) or any(p.device.type != "cpu" or p.dtype != torch.float32
-                                            for p in net.parameters()):
+    if getattr(net, "pixels", False) or any(
+        p.device.type != "cpu" or p.dtype != torch.float32 for p in net.parameters()
+    ):
         return None
     maybe_trunk = [_numpy_layer(m) for m in net.trunk]
     maybe_heads = [_numpy_layer(getattr(net, name)) for name in (("value", "advantage") if net.dueling else ("head",))]
@@ -99,7 +101,7 @@ class GreedyActor:
 
     def __init__(self, net: nn.Module, device: torch.device):
         self.net, self.device = net, device
-        self.agents: Optional[int] = getattr(net, "agents", None)
+        self.agents: int | None = getattr(net, "agents", None)
         self._numpy = numpy_forward(net)
 
     @property

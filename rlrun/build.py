@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -33,8 +33,11 @@ from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer, StackedPrioritiz
 from rlrun.stacked import stack_networks
 from rlrun.validate import ConfigError
 
-OPTIMIZERS = {"torch.optim.Adam": torch.optim.Adam, "torch.optim.RMSprop": torch.optim.RMSprop,
-              "torch.optim.SGD": torch.optim.SGD}
+OPTIMIZERS = {
+    "torch.optim.Adam": torch.optim.Adam,
+    "torch.optim.RMSprop": torch.optim.RMSprop,
+    "torch.optim.SGD": torch.optim.SGD,
+}
 
 
 def seed_everything(seed: int) -> None:
@@ -65,10 +68,19 @@ def make_envs(cfg: DictConfig, agents: int):
     e = cfg.env
     atari = plain(e.atari)
     try:
-        envs = make_vector_env(e.id, e.num_envs * agents, e.vectorization, e.max_episode_steps, gamma=cfg.algo.gamma,
-                               reward_scale=e.reward_scale, normalize_reward=e.normalize_reward,
-                               clip_reward=e.clip_reward, action_bins=e.action_bins, frame_stack=e.frame_stack,
-                               atari=atari)
+        envs = make_vector_env(
+            e.id,
+            e.num_envs * agents,
+            e.vectorization,
+            e.max_episode_steps,
+            gamma=cfg.algo.gamma,
+            reward_scale=e.reward_scale,
+            normalize_reward=e.normalize_reward,
+            clip_reward=e.clip_reward,
+            action_bins=e.action_bins,
+            frame_stack=e.frame_stack,
+            atari=atari,
+        )
     except (TypeError, ValueError) as err:
         if e.action_bins is None:
             raise
@@ -82,14 +94,23 @@ def make_envs(cfg: DictConfig, agents: int):
         raise
     eval_envs = None
     if cfg.eval.interval > 0:
-        eval_envs = make_vector_env(e.id, cfg.eval.episodes * agents, "sync", e.max_episode_steps,
-                                    action_bins=e.action_bins, frame_stack=e.frame_stack, atari=atari, train=False)
+        eval_envs = make_vector_env(
+            e.id,
+            cfg.eval.episodes * agents,
+            "sync",
+            e.max_episode_steps,
+            action_bins=e.action_bins,
+            frame_stack=e.frame_stack,
+            atari=atari,
+            train=False,
+        )
     return envs, eval_envs
 
 
 def make_network(cfg: DictConfig, obs_shape, n_actions: int, device) -> QNetwork:
-    return QNetwork(obs_dim=int(np.prod(obs_shape)), n_actions=n_actions, obs_shape=list(obs_shape),
-                    **options(cfg.network)).to(device)
+    return QNetwork(
+        obs_dim=int(np.prod(obs_shape)), n_actions=n_actions, obs_shape=list(obs_shape), **options(cfg.network)
+    ).to(device)
 
 
 def make_replay(cfg: DictConfig, seeds: list[int], obs_shape, obs_dtype: torch.dtype, generators, device):
@@ -100,8 +121,9 @@ def make_replay(cfg: DictConfig, seeds: list[int], obs_shape, obs_dtype: torch.d
         cls = PrioritizedReplayBuffer if prioritized else ReplayBuffer
         return cls(obs_shape=obs_shape, obs_dtype=obs_dtype, device=device, generator=generators[0], **kwargs)
     stacked_cls = StackedPrioritizedReplayBuffer if prioritized else StackedReplayBuffer
-    return stacked_cls(len(seeds), obs_shape=obs_shape, obs_dtype=obs_dtype, device=device, generators=generators,
-                       **kwargs)
+    return stacked_cls(
+        len(seeds), obs_shape=obs_shape, obs_dtype=obs_dtype, device=device, generators=generators, **kwargs
+    )
 
 
 def build(cfg: DictConfig) -> Parts:
@@ -128,11 +150,21 @@ def build(cfg: DictConfig) -> Parts:
         if device.type == "cuda":
             compile_, compile_mode = True, "reduce-overhead"
         else:
-            warnings.warn("device.cuda_graphs=true needs a CUDA device; running without CUDA graphs")
-    learner = DQNLearner(network, optimizer, double=a.double, loss=a.loss, max_grad_norm=a.max_grad_norm,
-                         tau=a.tau, target_update_period=a.target_update_period, on_nonfinite=a.on_nonfinite,
-                         amp=d.amp, compile=compile_, compile_mode=compile_mode,
-                         noise_generator=generators[0] if len(seeds) == 1 else generators)
+            warnings.warn("device.cuda_graphs=true needs a CUDA device; running without CUDA graphs", stacklevel=2)
+    learner = DQNLearner(
+        network,
+        optimizer,
+        double=a.double,
+        loss=a.loss,
+        max_grad_norm=a.max_grad_norm,
+        tau=a.tau,
+        target_update_period=a.target_update_period,
+        on_nonfinite=a.on_nonfinite,
+        amp=d.amp,
+        compile=compile_,
+        compile_mode=compile_mode,
+        noise_generator=generators[0] if len(seeds) == 1 else generators,
+    )
 
     e, capacity = cfg.env, cfg.buffer.capacity
     frames = None
@@ -152,35 +184,54 @@ def loop_settings(cfg: DictConfig) -> LoopSettings:
     a, x, num_envs = cfg.algo, cfg.exploration, cfg.env.num_envs
     noisy = cfg.network.noisy  # noisy nets explore through their weights: epsilon-greedy is off
     return LoopSettings(
-        total_steps=cfg.total_steps, num_envs=num_envs, gamma=a.gamma, n_step=cfg.buffer.n_step,
-        learning_starts=a.learning_starts, batch_size=a.batch_size,
+        total_steps=cfg.total_steps,
+        num_envs=num_envs,
+        gamma=a.gamma,
+        n_step=cfg.buffer.n_step,
+        learning_starts=a.learning_starts,
+        batch_size=a.batch_size,
         # Keep the ratio of train_freq env steps per gradient_steps updates with many vector envs: an
         # update phase every `update_every` vector steps, `phase_updates` gradient steps in each.
         update_every=max(1, a.train_freq // num_envs),
         phase_updates=a.gradient_steps * max(1, round(num_envs / a.train_freq)),
-        lr=cfg.optimizer.lr, lr_end_factor=a.lr_end_factor,
-        epsilon_schedule=x.schedule, epsilon_start=0.0 if noisy else x.start, epsilon_end=0.0 if noisy else x.end,
+        lr=cfg.optimizer.lr,
+        lr_end_factor=a.lr_end_factor,
+        epsilon_schedule=x.schedule,
+        epsilon_start=0.0 if noisy else x.start,
+        epsilon_end=0.0 if noisy else x.end,
         epsilon_duration=x.duration,
-        log_interval=cfg.log.interval, eval_interval=cfg.eval.interval, checkpoint_every=cfg.checkpoint.every,
-        checkpoint_replay=cfg.checkpoint.replay, stop_on_solve=cfg.stop_on_solve,
+        log_interval=cfg.log.interval,
+        eval_interval=cfg.eval.interval,
+        checkpoint_every=cfg.checkpoint.every,
+        checkpoint_replay=cfg.checkpoint.replay,
+        stop_on_solve=cfg.stop_on_solve,
         config=plain(cfg),
         plot_title=f"{cfg.env.id} {cfg.exp_name}" if cfg.log.plot else None,
     )
 
 
-def population(cfg: DictConfig, out_dir: Path, reward_threshold: Optional[float],
-               resume_step: Optional[int]) -> Population:
+def population(cfg: DictConfig, out_dir: Path, reward_threshold: float | None, resume_step: int | None) -> Population:
     """One logger per agent: into the run directory (K = 1) or into each agent's `seed=<S>/`."""
     seeds = agent_seeds(cfg)
     if len(seeds) == 1:
-        loggers = [RunLogger(out_dir, cfg, cfg.total_steps, reward_threshold, cfg.log.progress_bar,
-                             resume_step=resume_step)]
+        loggers = [
+            RunLogger(out_dir, cfg, cfg.total_steps, reward_threshold, cfg.log.progress_bar, resume_step=resume_step)
+        ]
     else:
         loggers = []
         for k, seed in enumerate(seeds):
             if resume_step is None:
                 write_agent_hydra_dir(out_dir, cfg, seed)
             show_bar = cfg.log.progress_bar if k == 0 else False  # one bar for the batch
-            loggers.append(RunLogger(agent_dir(out_dir, seed), agent_config(cfg, seed), cfg.total_steps,
-                                     reward_threshold, show_bar, resume_step=resume_step, label=f"seed={seed}: "))
+            loggers.append(
+                RunLogger(
+                    agent_dir(out_dir, seed),
+                    agent_config(cfg, seed),
+                    cfg.total_steps,
+                    reward_threshold,
+                    show_bar,
+                    resume_step=resume_step,
+                    label=f"seed={seed}: ",
+                )
+            )
     return Population(out_dir, seeds, cfg.env.num_envs, loggers)

@@ -77,8 +77,9 @@ def read(path: Path, map_location: Any = "cpu") -> Any:
     except Exception as e:  # truncated, corrupt, unreadable, or holding Python objects
         if isinstance(e, pickle.UnpicklingError) and "Unsupported global" in str(e):
             # torch's message advises loading with weights_only=False: never pass that on
-            raise CheckpointError(f"{path}: not an rlrun checkpoint (it holds Python objects, which rlrun "
-                                  "never loads)") from None
+            raise CheckpointError(
+                f"{path}: not an rlrun checkpoint (it holds Python objects, which rlrun never loads)"
+            ) from None
         reason = "" if isinstance(e, pickle.UnpicklingError) else f" ({type(e).__name__}: {str(e).splitlines()[0]})"
         raise CheckpointError(f"{path}: unreadable, damaged or not written by torch.save{reason}") from None
 
@@ -129,8 +130,15 @@ def restore_rng(state: dict[str, Any], generator: np.random.Generator, torch_gen
 
 # Attributes that carry an env's dynamic state, wherever they appear in the wrapper chain
 # (classic-control physics, TimeLimit's counter, episode statistics, reward normalisation).
-ENV_ATTRS = ("state", "steps_beyond_terminated", "_elapsed_steps", "episode_returns", "episode_lengths",
-             "episode_count", "accumulated_reward")
+ENV_ATTRS = (
+    "state",
+    "steps_beyond_terminated",
+    "_elapsed_steps",
+    "episode_returns",
+    "episode_lengths",
+    "episode_count",
+    "accumulated_reward",
+)
 
 
 def _chain(env: Any) -> list[Any]:
@@ -141,8 +149,11 @@ def _chain(env: Any) -> list[Any]:
 
 
 def _capture(obj: Any) -> dict[str, Any]:
-    state = {a: to_safe(getattr(obj, a)) for a in ENV_ATTRS
-             if a in vars(obj) and isinstance(getattr(obj, a), (np.ndarray, int, float, type(None), tuple, list))}
+    state = {
+        a: to_safe(getattr(obj, a))
+        for a in ENV_ATTRS
+        if a in vars(obj) and isinstance(getattr(obj, a), (np.ndarray, int, float, type(None), tuple, list))
+    }
     if "return_rms" in vars(obj):
         rms = obj.return_rms
         state["return_rms"] = to_safe({"mean": rms.mean, "var": rms.var, "count": rms.count})
@@ -165,8 +176,7 @@ def env_state(envs: Any) -> dict[str, Any]:
     """Vector-wrapper state and, for a sync vector env, each sub-env's wrapper chain."""
     vector_chain = _chain(envs)
     subs = getattr(vector_chain[-1], "envs", [])
-    return {"vector": [_capture(w) for w in vector_chain],
-            "subenvs": [[_capture(w) for w in _chain(e)] for e in subs]}
+    return {"vector": [_capture(w) for w in vector_chain], "subenvs": [[_capture(w) for w in _chain(e)] for e in subs]}
 
 
 def restore_env_state(envs: Any, state: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ cross-key rules) live in `validate()`, which runs before anything is built or wr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
@@ -31,23 +31,23 @@ class EnvConfig:
     num_envs: int = 1
     vectorization: str = "sync"  # sync | async
     # null: gymnasium's spec.reward_threshold for this id; a number overrides it.
-    reward_threshold: Optional[float] = None
+    reward_threshold: float | None = None
     # null: the env's registered time limit.
-    max_episode_steps: Optional[int] = None
+    max_episode_steps: int | None = None
     # Reward shaping for learning only; logged returns are always the env's raw rewards.
     reward_scale: float = 1.0  # multiply rewards by this
     normalize_reward: bool = False  # divide by a running std of the discounted return (gymnasium's NormalizeReward)
-    clip_reward: Optional[float] = None  # then clip to [-clip_reward, clip_reward]
+    clip_reward: float | None = None  # then clip to [-clip_reward, clip_reward]
     # Discretise a continuous (Box) action space into this many values per dimension; null = keep it.
-    action_bins: Optional[int] = None
+    action_bins: int | None = None
     frame_stack: int = 0  # > 0: stack that many frames (pixel envs); each frame is stored once in replay
-    atari: Optional[AtariConfig] = None  # set for ALE games (env=atari)
+    atari: AtariConfig | None = None  # set for ALE games (env=atari)
 
 
 @dataclass
 class QNetworkConfig:
     _target_: str = "rlrun.networks.QNetwork"
-    hidden_sizes: List[int] = field(default_factory=lambda: [128, 128])
+    hidden_sizes: list[int] = field(default_factory=lambda: [128, 128])
     dueling: bool = False
     layer_norm: bool = True
     activation: str = "relu"  # relu | tanh | elu | gelu
@@ -75,7 +75,7 @@ class PrioritizedBufferConfig:
     alpha: float = 0.6
     beta_start: float = 0.4
     # env steps over which beta anneals linearly to 1; null = the whole run (total_steps).
-    beta_anneal_steps: Optional[int] = None
+    beta_anneal_steps: int | None = None
     priority_eps: float = 1e-6
 
 
@@ -86,7 +86,7 @@ class AdamConfig:
     lr: float = 2e-3
     eps: float = 1e-8
     weight_decay: float = 0.0
-    fused: Optional[bool] = True  # one fused kernel for the whole step (CPU and CUDA); null = torch's choice
+    fused: bool | None = True  # one fused kernel for the whole step (CPU and CUDA); null = torch's choice
 
 
 @dataclass
@@ -114,7 +114,7 @@ class SGDConfig:
 class DeviceConfig:
     type: str = "auto"  # auto | cpu | cuda
     # torch intra-op threads; null leaves torch's default (one per core). See rlrun/device.py.
-    threads: Optional[int] = 1
+    threads: int | None = 1
     amp: str = "none"  # none | bf16 (autocast) | fp16 (autocast + GradScaler)
     compile: bool = False  # torch.compile the loss computation (forward, target, loss; backward via AOT)
     compile_mode: str = "default"  # default | reduce-overhead | max-autotune
@@ -134,7 +134,7 @@ class AlgoConfig:
     tau: float = 0.05  # 1.0 = hard copy; < 1 = Polyak averaging
     double: bool = True
     loss: str = "mse"  # huber | mse (scalar nets) | cross_entropy (C51)
-    max_grad_norm: Optional[float] = 10.0  # null: no clipping (the norm is still logged)
+    max_grad_norm: float | None = 10.0  # null: no clipping (the norm is still logged)
     on_nonfinite: str = "stop"  # stop | skip | off: what a NaN/inf loss, gradient or Q-value does
     lr_end_factor: float = 0.1  # linear lr decay to lr * lr_end_factor over the run; 1.0 = constant
 
@@ -156,7 +156,7 @@ class EvalConfig:
 @dataclass
 class LogConfig:
     interval: int = 1_000  # env steps between scalar logs
-    progress_bar: Optional[bool] = None  # null: only when stdout is a terminal
+    progress_bar: bool | None = None  # null: only when stdout is a terminal
     plot: bool = True  # write returns.png at the end
 
 
@@ -178,7 +178,7 @@ class RunConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    resume: Optional[str] = None  # a run directory to continue
+    resume: str | None = None  # a run directory to continue
     exp_name: str = "dqn"
     seed: int = 0
     # Agents trained together in this process (rlrun.population): seeds seed, seed+1, ..., seed+seeds-1.
@@ -191,8 +191,11 @@ def register_configs() -> None:
     """The schemas (in Hydra's ConfigStore) and the resolvers that conf/config.yaml uses; idempotent."""
     OmegaConf.register_new_resolver("rlrun_slug", lambda s: str(s).replace("/", "-"), replace=True)
     # Run-dir part naming the seeds: seed3, or seeds3-10 for a batched run of 8.
-    OmegaConf.register_new_resolver("rlrun_seeds", lambda seed, seeds: f"seed{seed}" if int(seeds) == 1
-                                    else f"seeds{seed}-{int(seed) + int(seeds) - 1}", replace=True)
+    OmegaConf.register_new_resolver(
+        "rlrun_seeds",
+        lambda seed, seeds: f"seed{seed}" if int(seeds) == 1 else f"seeds{seed}-{int(seed) + int(seeds) - 1}",
+        replace=True,
+    )
     cs = ConfigStore.instance()
     # Stored at the root (not in a group) so that `--help` lists only the real option groups.
     for name, node in SCHEMAS.items():
@@ -217,7 +220,9 @@ SCHEMAS = {
 # them (`from_saved`), so nothing read from disk chooses which code runs.
 GROUP_TARGETS: dict[str, dict[str, type]] = {
     "network": {"rlrun.networks.QNetwork": QNetworkConfig},
-    "buffer": {"rlrun.replay.ReplayBuffer": UniformBufferConfig,
-               "rlrun.replay.PrioritizedReplayBuffer": PrioritizedBufferConfig},
+    "buffer": {
+        "rlrun.replay.ReplayBuffer": UniformBufferConfig,
+        "rlrun.replay.PrioritizedReplayBuffer": PrioritizedBufferConfig,
+    },
     "optimizer": {"torch.optim.Adam": AdamConfig, "torch.optim.RMSprop": RMSpropConfig, "torch.optim.SGD": SGDConfig},
 }

@@ -1,4 +1,7 @@
-"""Greedy evaluation of a trained run: `python -m rlrun.evaluate <run dir or checkpoint> [episodes=N] [seed=S] [video=true]`.
+"""Greedy evaluation of a trained run.
+
+    python -m rlrun.evaluate <run dir or checkpoint> [episodes=N] [seed=S] [video=true]
+
 
 Loads the run's config and weights (from a checkpoint file, or a run directory's checkpoint.pt or
 model.pt), plays N episodes with the greedy policy (noisy layers use their mean weights), prints the mean,
@@ -15,19 +18,16 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import gymnasium as gym
-import numpy as np
 import torch
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from rlrun import checkpoint as ckpt
-from rlrun import rundir
+from rlrun import checkpoint as ckpt, rundir
 from rlrun.build import make_network, plain
-from rlrun.validate import from_saved
-from rlrun.validate import ConfigError, validate
 from rlrun.device import resolve_device
 from rlrun.envs import make_vector_env
 from rlrun.evaluation import evaluate
+from rlrun.validate import ConfigError, from_saved, validate
 from rlrun.wrappers import DiscretizeAction
 
 USAGE = "usage: python -m rlrun.evaluate <run dir or checkpoint.pt> [episodes=10] [seed=0] [video=false] [device=auto]"
@@ -82,13 +82,19 @@ def load_policy(path: Path, device: torch.device) -> tuple[DictConfig, dict, Pat
     if path.is_dir():
         agents = sorted(path.glob("seed=*/model.pt"))
         if agents:  # a batched run (seeds=K): each agent is evaluated on its own, like a single-seed run
-            fail(2, f"{path} is a batched run of {len(agents)} agents; evaluate one of them: "
-                    + ", ".join(str(a.parent) for a in agents))
+            fail(
+                2,
+                f"{path} is a batched run of {len(agents)} agents; evaluate one of them: "
+                + ", ".join(str(a.parent) for a in agents),
+            )
         if (path / ckpt.LATEST).exists() or (path / ckpt.PREVIOUS).exists():
             state, used = ckpt.load(path, map_location=device)
             if used.name != ckpt.LATEST:
-                print(f"rlrun.evaluate: warning: {path / ckpt.LATEST} is damaged; evaluating {used.name} "
-                      f"(step {state['step']})", file=sys.stderr)
+                print(
+                    f"rlrun.evaluate: warning: {path / ckpt.LATEST} is damaged; evaluating {used.name} "
+                    f"(step {state['step']})",
+                    file=sys.stderr,
+                )
             return from_saved(state["config"]), state["learner"]["online"], path
         if not (path / "model.pt").exists():
             fail(2, f"{path} is neither a checkpoint nor a run directory with weights")
@@ -117,8 +123,7 @@ def record_video(q_net, cfg, episodes: int, seed: int, out_dir: Path, device: to
     env = gym.make(cfg.env.id, render_mode="rgb_array")
     if cfg.env.get("action_bins") is not None:
         env = DiscretizeAction(env, cfg.env.action_bins)
-    env = RecordVideo(env, str(video_dir), episode_trigger=lambda _: True,
-                      name_prefix="eval", disable_logger=True)
+    env = RecordVideo(env, str(video_dir), episode_trigger=lambda _: True, name_prefix="eval", disable_logger=True)
     q_net.eval()
     for i in range(episodes):
         obs, _ = env.reset(seed=seed + i)
@@ -142,10 +147,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         fail(2, str(e))
     except RuntimeError as e:  # weights of another shape than the config's network
         fail(2, f"the weights in {path} do not fit their config: {str(e).splitlines()[0]}")
-    result = {"source": str(path), "episodes": opts["episodes"], "seed": opts["seed"],
-              "mean_return": float(returns.mean()), "std_return": float(returns.std()), "returns": returns.tolist()}
-    print(f"{cfg.env.id}: mean return {result['mean_return']:.2f} +- {result['std_return']:.2f} over "
-          f"{opts['episodes']} episodes (seed {opts['seed']})")
+    result = {
+        "source": str(path),
+        "episodes": opts["episodes"],
+        "seed": opts["seed"],
+        "mean_return": float(returns.mean()),
+        "std_return": float(returns.std()),
+        "returns": returns.tolist(),
+    }
+    print(
+        f"{cfg.env.id}: mean return {result['mean_return']:.2f} +- {result['std_return']:.2f} over "
+        f"{opts['episodes']} episodes (seed {opts['seed']})"
+    )
     print("returns:", " ".join(f"{r:g}" for r in returns))
     try:
         if opts["video"]:
@@ -165,8 +178,16 @@ def play(cfg: DictConfig, weights: dict, opts: dict[str, Any], device: torch.dev
     validate(cfg)
     e = cfg.env
     atari = plain(e.atari)
-    envs = make_vector_env(e.id, opts["episodes"], "sync", e.max_episode_steps, action_bins=e.action_bins,
-                           frame_stack=e.frame_stack, atari=atari, train=False)
+    envs = make_vector_env(
+        e.id,
+        opts["episodes"],
+        "sync",
+        e.max_episode_steps,
+        action_bins=e.action_bins,
+        frame_stack=e.frame_stack,
+        atari=atari,
+        train=False,
+    )
     try:
         shape = envs.single_observation_space.shape
         q_net = make_network(cfg, shape, int(envs.single_action_space.n), device)  # type: ignore[attr-defined]

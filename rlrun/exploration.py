@@ -9,7 +9,7 @@ process (a batched run's agent k explores exactly as the single-seed run with it
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

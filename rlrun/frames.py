@@ -27,7 +27,8 @@ class FrameStore:
         n = len(frames)
         idx = np.arange(self.written, self.written + n)
         self.frames[torch.from_numpy(idx % self.capacity).to(self.frames.device)] = torch.as_tensor(frames).to(
-            self.frames.device, self.frames.dtype)
+            self.frames.device, self.frames.dtype
+        )
         self.written += n
         return idx
 
@@ -60,12 +61,18 @@ class FrameStore:
             return
         needed = int(buffer.oldest_obs().min())
         if needed < self.written - self.capacity:
-            raise RuntimeError(f"frame store too small: transitions need frame {needed}, but only frames from "
-                               f"{self.written - self.capacity} on are kept; lower buffer.capacity or report this")
+            raise RuntimeError(
+                f"frame store too small: transitions need frame {needed}, but only frames from "
+                f"{self.written - self.capacity} on are kept; lower buffer.capacity or report this"
+            )
 
     def state_dict(self) -> dict:
         n = min(self.written, self.capacity)
-        return {"frames": self.frames[:n].cpu().clone(), "written": self.written, "current": torch.from_numpy(self.current.copy())}
+        return {
+            "frames": self.frames[:n].cpu().clone(),
+            "written": self.written,
+            "current": torch.from_numpy(self.current.copy()),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         n = state["frames"].shape[0]

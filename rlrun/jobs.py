@@ -1,8 +1,8 @@
 """How a training job ends: its summary on stdout, or one line on stderr and an exit code.
 
-    0 done · 2 refused (bad config, a run directory that holds a run or is in use, an unloadable
-    checkpoint) · 3 non-finite loss · 4 cannot write · 75 stopped by a signal, checkpoint saved (resume)
-    · 130 / 143 stopped by SIGINT / SIGTERM before anything was kept (rlrun.signals)
+0 done · 2 refused (bad config, a run directory that holds a run or is in use, an unloadable
+checkpoint) · 3 non-finite loss · 4 cannot write · 75 stopped by a signal, checkpoint saved (resume)
+· 130 / 143 stopped by SIGINT / SIGTERM before anything was kept (rlrun.signals)
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NoReturn, Optional
+from typing import Any, NoReturn
 
-from rlrun import checkpoint as ckpt
-from rlrun import rundir
+from rlrun import checkpoint as ckpt, rundir
 from rlrun.learner import NonFiniteError
 from rlrun.loop import Preempted
 from rlrun.validate import ConfigError
@@ -32,7 +32,9 @@ def record_failure(out_dir: Path, error: BaseException) -> None:
     """Mark a sweep job as failed in its own directory, so the sweep goes on and the report lists it."""
     detail = str(error) if isinstance(error, REFUSED) else "".join(traceback.format_exception(error))
     try:
-        rundir.write_text(out_dir / "summary.json", json.dumps({"status": "failed", "error": str(error)}, indent=2) + "\n")
+        rundir.write_text(
+            out_dir / "summary.json", json.dumps({"status": "failed", "error": str(error)}, indent=2) + "\n"
+        )
         rundir.write_text(out_dir / "error.txt", detail)
     except OSError:
         pass  # the job's directory is unwritable: its failure is on stderr
@@ -40,6 +42,7 @@ def record_failure(out_dir: Path, error: BaseException) -> None:
 
 def summary_lines(summary: dict[str, Any], out_dir: Path) -> str:
     """What a finished run tells its user: the figures that matter and where to look next."""
+
     def fmt(value: Any) -> str:
         return "-" if value is None else f"{value:.1f}"
 
@@ -47,17 +50,22 @@ def summary_lines(summary: dict[str, Any], out_dir: Path) -> str:
     runs = list(agents.values()) if agents else [summary]
     steps = runs[0]["env_steps"]
     solved = [r["solved_step"] for r in runs if r["solved_step"] is not None]
-    lines = [f"rlrun: {summary['status']} after {steps:,} env steps{' per agent' if agents else ''} in "
-             f"{runs[0]['wall_time_s']:.1f} s",
-             "  100-episode mean return: " + " / ".join(fmt(r["final_mean_return_100"]) for r in runs)
-             + "; last greedy eval: " + " / ".join(fmt(r["final_eval_return"]) for r in runs),
-             f"  solved: {len(solved)}/{len(runs)}" + (f" (at step {', '.join(f'{s:,}' for s in solved)})" if solved else ""),
-             f"  run directory: {out_dir}",
-             f"  tensorboard --logdir {rundir.shell_quote(out_dir)}"]
+    lines = [
+        f"rlrun: {summary['status']} after {steps:,} env steps{' per agent' if agents else ''} in "
+        f"{runs[0]['wall_time_s']:.1f} s",
+        "  100-episode mean return: "
+        + " / ".join(fmt(r["final_mean_return_100"]) for r in runs)
+        + "; last greedy eval: "
+        + " / ".join(fmt(r["final_eval_return"]) for r in runs),
+        f"  solved: {len(solved)}/{len(runs)}"
+        + (f" (at step {', '.join(f'{s:,}' for s in solved)})" if solved else ""),
+        f"  run directory: {out_dir}",
+        f"  tensorboard --logdir {rundir.shell_quote(out_dir)}",
+    ]
     return "\n".join(lines)
 
 
-def exit_code(error: Exception, out_dir: Path) -> tuple[Optional[int], str]:
+def exit_code(error: Exception, out_dir: Path) -> tuple[int | None, str]:
     """The exit code and one-line message for an error of a run; (None, repr) for an unexpected one."""
     if isinstance(error, REFUSED):
         return EXIT_CONFIG, str(error)
@@ -68,7 +76,7 @@ def exit_code(error: Exception, out_dir: Path) -> tuple[Optional[int], str]:
     return None, repr(error)
 
 
-def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: Optional[int] = None) -> Optional[dict]:
+def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: int | None = None) -> dict | None:
     """Run `job` (a training run writing into `out_dir`) and turn each way it can fail into one line and an
     exit code. In a sweep (`sweep_job` is the job's number), a failed job is recorded in its directory and
     the sweep goes on."""
@@ -78,8 +86,10 @@ def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: Optiona
             print(summary_lines(summary, out_dir), flush=True)
         return summary
     except Preempted as e:
-        fail(EXIT_PREEMPTED, f"stopped by {e}; checkpoint saved in {out_dir}. Continue with: "
-                             f"{rundir.resume_command(out_dir)}")
+        fail(
+            EXIT_PREEMPTED,
+            f"stopped by {e}; checkpoint saved in {out_dir}. Continue with: {rundir.resume_command(out_dir)}",
+        )
     except Exception as e:
         code, message = exit_code(e, out_dir)
         if sweep_job is None:
@@ -88,9 +98,9 @@ def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: Optiona
             if code == EXIT_CONFIG:
                 rundir.discard_unstarted(out_dir)  # a refused run leaves no directory behind
             fail(code, message)
-        print(f"rlrun: job {sweep_job} failed: {message}"
-              + ("" if code else f" (details in {out_dir / 'error.txt'})"), file=sys.stderr)
+        print(
+            f"rlrun: job {sweep_job} failed: {message}" + ("" if code else f" (details in {out_dir / 'error.txt'})"),
+            file=sys.stderr,
+        )
         record_failure(out_dir, e)
         return None
-
-

@@ -6,7 +6,8 @@ import contextlib
 import copy
 import math
 import warnings
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -31,7 +32,7 @@ class DQNLearner:
         *,
         double: bool = True,
         loss: str = "mse",
-        max_grad_norm: Optional[float] = 10.0,
+        max_grad_norm: float | None = 10.0,
         tau: float = 0.05,
         target_update_period: int = 1,
         on_nonfinite: str = "stop",
@@ -70,8 +71,11 @@ class DQNLearner:
         self._target_params: list[torch.Tensor] = list(self.target.parameters())
         self._setup_acceleration(amp, compile, compile_mode)
         persistent = online.state_dict().keys()  # excludes noise, which each net samples for itself
-        self._buffer_pairs = [(t, o) for (name, t), (_, o) in zip(self.target.named_buffers(), online.named_buffers())
-                              if name in persistent]
+        self._buffer_pairs = [
+            (t, o)
+            for (name, t), (_, o) in zip(self.target.named_buffers(), online.named_buffers())
+            if name in persistent
+        ]
 
     def _next_actions(self, next_obs: torch.Tensor, next_q_target: torch.Tensor) -> torch.Tensor:
         """a* = argmax of the online net (Double DQN) or of the target net, as a (..., B, 1) index."""
@@ -145,24 +149,30 @@ class DQNLearner:
                 if amp == "fp16":
                     self._scaler = torch.amp.GradScaler(device_type)
             except (RuntimeError, ValueError) as e:
-                warnings.warn(f"device.amp={amp} is not supported on {device_type} ({e}); training in fp32")
+                warnings.warn(
+                    f"device.amp={amp} is not supported on {device_type} ({e}); training in fp32", stacklevel=2
+                )
                 self.amp = "none"
         self._compiled = None
         if compile:
-            self._compiled = torch.compile(self._loss, mode=None if compile_mode == "default" else compile_mode,
-                                           dynamic=False)
+            self._compiled = torch.compile(
+                self._loss, mode=None if compile_mode == "default" else compile_mode, dynamic=False
+            )
 
     def _compute_loss(self, batch: Batch):
         if self._compiled is not None:
             try:
                 return self._compiled(batch)
             except Exception as e:  # no compiler toolchain, an unsupported op, ...
-                warnings.warn(f"torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
-                              "continuing without compilation")
+                warnings.warn(
+                    f"torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
+                    "continuing without compilation",
+                    stacklevel=2,
+                )
                 self._compiled = None
         return self._loss(batch)
 
-    def update(self, batch: Batch) -> Optional[dict[str, torch.Tensor]]:
+    def update(self, batch: Batch) -> dict[str, torch.Tensor] | None:
         """One gradient step. Returns detached tensors only: reading them is the caller's sync point.
         Returns None when a non-finite update was skipped."""
         if self.noisy:  # fresh, independent noise for the online and target nets at every update
@@ -243,8 +253,13 @@ class DQNLearner:
             t.copy_(o)
 
     def state_dict(self) -> dict:
-        return {"online": self.online.state_dict(), "target": self.target.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "updates": self.updates, "skipped": self.skipped}
+        return {
+            "online": self.online.state_dict(),
+            "target": self.target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+            "skipped": self.skipped,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.online.load_state_dict(state["online"])

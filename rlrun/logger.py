@@ -9,7 +9,7 @@ import logging
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -23,8 +23,7 @@ from rlrun import rundir
 log = logging.getLogger(__name__)
 
 EPISODE_HEADER = "env_step,episode,return,length"
-HPARAM_METRICS = ["charts/mean_return_100", "eval/mean_return", "hparams/best_mean_return_100",
-                  "hparams/solved_step"]
+HPARAM_METRICS = ["charts/mean_return_100", "eval/mean_return", "hparams/best_mean_return_100", "hparams/solved_step"]
 
 
 def flat_hparams(cfg: DictConfig) -> dict[str, Any]:
@@ -44,9 +43,17 @@ def flat_hparams(cfg: DictConfig) -> dict[str, Any]:
 
 
 class RunLogger:
-    def __init__(self, out_dir: Path, cfg: DictConfig, total_steps: int, reward_threshold: Optional[float],
-                 progress_bar: Optional[bool] = None, window: int = 100, resume_step: Optional[int] = None,
-                 label: str = ""):
+    def __init__(
+        self,
+        out_dir: Path,
+        cfg: DictConfig,
+        total_steps: int,
+        reward_threshold: float | None,
+        progress_bar: bool | None = None,
+        window: int = 100,
+        resume_step: int | None = None,
+        label: str = "",
+    ):
         """With `resume_step`, continue the run's files: TensorBoard purges what a dead process wrote
         after that step, and episodes.csv drops its rows past it."""
         self.out_dir = Path(out_dir)
@@ -66,26 +73,35 @@ class RunLogger:
             kept = [EPISODE_HEADER] + [r for r in rows[1:] if int(r.split(",", 1)[0]) <= resume_step]
         # Written whole, then renamed: a full disk on resume cannot truncate the rows already there.
         rundir.write_text(episodes_path, "".join(row + "\n" for row in kept))
-        self._episodes_file = open(episodes_path, "a", newline="")
+        # Open for the run's life (closed in close()), appended to at every episode end.
+        self._episodes_file = open(episodes_path, "a", newline="")  # noqa: SIM115
         self._episodes = csv.writer(self._episodes_file, lineterminator="\n")
         self.window: deque[float] = deque(maxlen=window)
         self.history: list[tuple[int, float]] = []
         self.reward_threshold = reward_threshold
         self.episode = 0
-        self.best_mean: Optional[float] = None
-        self.solved: Optional[dict[str, int]] = None
-        self.last_eval: Optional[float] = None
+        self.best_mean: float | None = None
+        self.solved: dict[str, int] | None = None
+        self.last_eval: float | None = None
         self.start_time = time.perf_counter()
         self.wall_before = 0.0  # wall time of earlier sessions of a resumed run
-        self.bar = tqdm(total=total_steps, unit="step", dynamic_ncols=True, initial=resume_step or 0,
-                        disable=None if progress_bar is None else not progress_bar)
+        self.bar = tqdm(
+            total=total_steps,
+            unit="step",
+            dynamic_ncols=True,
+            initial=resume_step or 0,
+            disable=None if progress_bar is None else not progress_bar,
+        )
 
     STATE = ("episode", "best_mean", "solved", "last_eval")
 
     def state_dict(self) -> dict[str, Any]:
         state = {k: getattr(self, k) for k in self.STATE}
-        state.update(window=list(self.window), history=[list(h) for h in self.history],
-                     wall_time=self.wall_before + time.perf_counter() - self.start_time)
+        state.update(
+            window=list(self.window),
+            history=[list(h) for h in self.history],
+            wall_time=self.wall_before + time.perf_counter() - self.start_time,
+        )
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -100,7 +116,7 @@ class RunLogger:
         self._episodes_file.flush()
 
     @property
-    def mean_return(self) -> Optional[float]:
+    def mean_return(self) -> float | None:
         return float(np.mean(self.window)) if self.window else None
 
     def episodes_end(self, step: int, episodes: list[tuple[int, float, int]]) -> bool:
@@ -126,10 +142,17 @@ class RunLogger:
         self.writer.add_scalar("charts/episodic_length", length, step)
         if len(self.window) == self.window.maxlen:
             self.best_mean = mean if self.best_mean is None else max(self.best_mean, mean)
-        if (self.solved is None and self.reward_threshold is not None
-                and len(self.window) == self.window.maxlen and mean >= self.reward_threshold):
+        if (
+            self.solved is None
+            and self.reward_threshold is not None
+            and len(self.window) == self.window.maxlen
+            and mean >= self.reward_threshold
+        ):
             self.solved = {"step": step, "episode": self.episode}
-            message = f"{self.label}solved at step {step}, episode {self.episode} (100-episode mean {mean:.1f} >= {self.reward_threshold})"
+            message = (
+                f"{self.label}solved at step {step}, episode {self.episode} "
+                f"(100-episode mean {mean:.1f} >= {self.reward_threshold})"
+            )
             self.writer.add_text("solved", message, step)
             self.writer.add_scalar("hparams/solved_step", step, step)
             log.info(message)
@@ -147,7 +170,7 @@ class RunLogger:
         mean = self.mean_return
         self.bar.set_postfix(sps=f"{sps:.0f}", ret100="-" if mean is None else f"{mean:.1f}", eps=f"{epsilon:.3f}")
 
-    def close(self, step: int, status: str = "finished", extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    def close(self, step: int, status: str = "finished", extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """Write summary.json (the fields below plus `extra`) and close every file."""
         wall = self.wall_before + time.perf_counter() - self.start_time
         summary = {
@@ -172,7 +195,7 @@ class RunLogger:
         self._episodes_file.close()
         return summary
 
-    def plot(self, title: str) -> Optional[Path]:
+    def plot(self, title: str) -> Path | None:
         if not self.history:
             return None
         import matplotlib
@@ -185,7 +208,7 @@ class RunLogger:
         rolling = np.convolve(rets, np.ones(k) / k, mode="valid")
         fig, ax = plt.subplots(figsize=(7, 4))
         ax.plot(steps, rets, ".", alpha=0.3, label="episode return")
-        ax.plot(steps[k - 1:], rolling, label=f"{k}-episode mean")
+        ax.plot(steps[k - 1 :], rolling, label=f"{k}-episode mean")
         if self.reward_threshold is not None:
             ax.axhline(self.reward_threshold, color="gray", ls="--", label="reward threshold")
         ax.set_xlabel("env step")

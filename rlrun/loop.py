@@ -14,13 +14,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
 
-from rlrun import checkpoint as ckpt
-from rlrun import rundir, schedules
+from rlrun import checkpoint as ckpt, rundir, schedules
 from rlrun.acting import GreedyActor
 from rlrun.envs import finished_episodes, next_obs_for_storage
 from rlrun.evaluation import evaluate
@@ -39,13 +38,13 @@ class Parts:
     """What `rlrun.build.build` makes from the config."""
 
     envs: Any  # K x num_envs sub-envs
-    eval_envs: Optional[Any]  # K x eval.episodes sub-envs, or None
+    eval_envs: Any | None  # K x eval.episodes sub-envs, or None
     learner: DQNLearner
     buffer: Any  # rlrun.replay.Replay
     generators: list[torch.Generator]  # per agent: replay sampling (and noisy nets' noise)
     device: torch.device
-    reward_threshold: Optional[float]
-    frames: Optional[FrameStore] = None
+    reward_threshold: float | None
+    frames: FrameStore | None = None
 
 
 @dataclass
@@ -72,14 +71,15 @@ class LoopSettings:
     checkpoint_replay: bool
     stop_on_solve: bool
     config: dict  # the resolved run config, saved in every checkpoint
-    plot_title: Optional[str]  # None: no returns.png
+    plot_title: str | None  # None: no returns.png
 
     def epsilon(self, step: int) -> float:
         """Uniform-random play until learning starts (noisy nets included), then the schedule."""
         if step < self.learning_starts:
             return 1.0
-        return schedules.SCHEDULES[self.epsilon_schedule](self.epsilon_start, self.epsilon_end,
-                                                          self.epsilon_duration, step)
+        return schedules.SCHEDULES[self.epsilon_schedule](
+            self.epsilon_start, self.epsilon_end, self.epsilon_duration, step
+        )
 
 
 class Preempted(Exception):
@@ -87,8 +87,9 @@ class Preempted(Exception):
 
 
 class Trainer:
-    def __init__(self, settings: LoopSettings, parts: Parts, population: Population, out_dir: Path,
-                 resume: Optional[dict] = None):
+    def __init__(
+        self, settings: LoopSettings, parts: Parts, population: Population, out_dir: Path, resume: dict | None = None
+    ):
         self.settings, self.parts, self.population, self.out_dir = settings, parts, population, Path(out_dir)
         envs = parts.envs
         self.exploration = ExplorationDraws(population.seeds, settings.num_envs, int(envs.single_action_space.n))
@@ -99,7 +100,7 @@ class Trainer:
         self.actor = GreedyActor(parts.learner.online, parts.device)
         self.window = MetricWindow()
         self.step, self.iteration = 0, 0
-        self.signal: Optional[int] = None
+        self.signal: int | None = None
         if resume is None:
             self.obs, _ = envs.reset(seed=population.env_seeds())
             if parts.frames is not None:
@@ -130,8 +131,9 @@ class Trainer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         p = self.parts
         if state["format"] != CHECKPOINT_FORMAT:
-            raise ckpt.CheckpointError(f"checkpoint format {state['format']!r}: this rlrun reads format "
-                                       f"{CHECKPOINT_FORMAT}")
+            raise ckpt.CheckpointError(
+                f"checkpoint format {state['format']!r}: this rlrun reads format {CHECKPOINT_FORMAT}"
+            )
         try:
             p.learner.load_state_dict(state["learner"])
             p.buffer.load_state_dict(state["buffer"])
@@ -176,8 +178,10 @@ class Trainer:
                 self.step, self.iteration, self.obs = step, iteration, obs
                 with rundir.open_atomic(self.out_dir / "nonfinite.pt") as f:
                     torch.save(self.state_dict(), f)
-                raise NonFiniteError(f"{e} at env step {step} (update {learner.updates + 1}); "
-                                     f"the state before this update is in {self.out_dir / 'nonfinite.pt'}") from None
+                raise NonFiniteError(
+                    f"{e} at env step {step} (update {learner.updates + 1}); "
+                    f"the state before this update is in {self.out_dir / 'nonfinite.pt'}"
+                ) from None
             if metrics is None:  # a non-finite update skipped (algo.on_nonfinite=skip)
                 continue
             if buffer.prioritized:
@@ -187,9 +191,13 @@ class Trainer:
     def log(self, step: int, sps: float) -> None:
         s, p = self.settings, self.parts
         learner, buffer, device = p.learner, p.buffer, p.device
-        common = {"charts/epsilon": s.epsilon(step), "charts/SPS": sps,
-                  "charts/learning_rate": learner.optimizer.param_groups[0]["lr"],
-                  "charts/updates": learner.updates, "charts/skipped_updates": learner.skipped}
+        common = {
+            "charts/epsilon": s.epsilon(step),
+            "charts/SPS": sps,
+            "charts/learning_rate": learner.optimizer.param_groups[0]["lr"],
+            "charts/updates": learner.updates,
+            "charts/skipped_updates": learner.skipped,
+        }
         if self.window and buffer.prioritized:
             common["per/beta"] = buffer.beta(step, s.total_steps)  # the schedule at this step
         if device.type == "cuda":
@@ -203,10 +211,17 @@ class Trainer:
         self.population.loggers[0].progress(step, sps, s.epsilon(step))
 
     def evaluate(self, step: int) -> None:
-        returns = evaluate(self.parts.learner.online, self.parts.eval_envs,
-                           [seed + 1_000_000 + step for seed in self.population.seeds], self.parts.device)
-        self.population.log(step, {}, {"eval/mean_return": returns.mean(axis=1).tolist(),
-                                       "eval/std_return": returns.std(axis=1).tolist()})
+        returns = evaluate(
+            self.parts.learner.online,
+            self.parts.eval_envs,
+            [seed + 1_000_000 + step for seed in self.population.seeds],
+            self.parts.device,
+        )
+        self.population.log(
+            step,
+            {},
+            {"eval/mean_return": returns.mean(axis=1).tolist(), "eval/std_return": returns.std(axis=1).tolist()},
+        )
 
     def _on_signal(self, signum, frame) -> None:
         self.signal = signum  # acted on between two env steps, where the state is consistent
@@ -230,7 +245,9 @@ class Trainer:
         status = "finished"
         # Signal handlers can only be installed from the main thread (not, e.g., in threaded sweep trials).
         main_thread = threading.current_thread() is threading.main_thread()
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
+        previous = (
+            {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
+        )
         try:
             while step < total_steps:
                 explore, actions = exploration.next(epsilon_at(step))  # (K, num_envs): each agent's own stream

@@ -6,15 +6,20 @@ window keeps them as tensors and `read` turns them into numbers with one sync pe
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
 from rlrun.replay import Batch
 
 # Learner metric -> TensorBoard tag.
-TAGS = {"td_loss": "losses/td_loss", "q_mean": "losses/q_mean", "q_var": "losses/q_var",
-        "grad_norm": "losses/grad_norm", "sample_age": "replay/sample_age"}
+TAGS = {
+    "td_loss": "losses/td_loss",
+    "q_mean": "losses/q_mean",
+    "q_var": "losses/q_var",
+    "grad_norm": "losses/grad_norm",
+    "sample_age": "replay/sample_age",
+}
 
 
 class MetricWindow:
@@ -31,7 +36,7 @@ class MetricWindow:
         self.values.setdefault("sample_age", []).append(batch.age.mean(dim=-1, dtype=torch.float32))
         self.sampled.append(batch.indices)
 
-    def read(self, replay_stats: Optional[dict[str, torch.Tensor]] = None) -> dict[str, Any]:
+    def read(self, replay_stats: dict[str, torch.Tensor] | None = None) -> dict[str, Any]:
         """Means over the window's gradient steps, the fraction of distinct transitions sampled, and
         `replay_stats` (PER's priority statistics) under `per/`, read with one host-device sync; then
         the window is empty. Floats for one agent, per-agent lists for stacked agents."""
@@ -47,8 +52,10 @@ class MetricWindow:
         return dict(zip(on_device, torch.stack(list(on_device.values())).tolist()))  # the one sync
 
     def state_dict(self) -> dict[str, Any]:
-        return {"window": {k: [v.cpu() for v in vals] for k, vals in self.values.items()},
-                "sampled": [v.cpu() for v in self.sampled]}
+        return {
+            "window": {k: [v.cpu() for v in vals] for k, vals in self.values.items()},
+            "sampled": [v.cpu() for v in self.sampled],
+        }
 
     def load_state_dict(self, state: dict[str, Any], device: torch.device) -> None:
         self.values = {k: [v.to(device) for v in vals] for k, vals in state["window"].items()}

@@ -8,7 +8,7 @@ returns Q-values (B, A), so acting, evaluation and logging treat every variant t
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -46,13 +46,13 @@ class NoisyLinear(nn.Module):
         return x.sign() * x.abs().sqrt()
 
     @torch.no_grad()
-    def reset_noise(self, generator: Optional[torch.Generator] = None) -> None:
+    def reset_noise(self, generator: torch.Generator | None = None) -> None:
         """New noise, from `generator` (the agent's own stream) or torch's global one."""
         self.eps_in.copy_(self.noise(self.in_features, generator, self.eps_in.device))
         self.eps_out.copy_(self.noise(self.out_features, generator, self.eps_out.device))
 
     @classmethod
-    def noise(cls, size: int, generator: Optional[torch.Generator], device: torch.device) -> torch.Tensor:
+    def noise(cls, size: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
         """f(eps) for `size` standard normal draws: the order of draws every noisy network shares."""
         return cls._f(torch.randn(size, generator=generator, device=device))
 
@@ -144,8 +144,15 @@ class QNetwork(nn.Module):
         if self.pixels:  # uint8 frames (C, H, W), scaled to [0, 1] on the training device
             assert obs_shape is not None, "a pixel encoder needs obs_shape (C, H, W)"
             channels, height, width = obs_shape
-            conv = nn.Sequential(nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2),
-                                 nn.ReLU(), nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())
+            conv = nn.Sequential(
+                nn.Conv2d(channels, 32, 8, stride=4),
+                nn.ReLU(),
+                nn.Conv2d(32, 64, 4, stride=2),
+                nn.ReLU(),
+                nn.Conv2d(64, 64, 3, stride=1),
+                nn.ReLU(),
+                nn.Flatten(),
+            )
             with torch.no_grad():
                 in_dim = conv(torch.zeros(1, channels, height, width)).shape[1]
             layers.append(conv)
@@ -181,7 +188,7 @@ class QNetwork(nn.Module):
             return out.squeeze(2)
         return (out.softmax(dim=2) * self.support).sum(dim=2)
 
-    def reset_noise(self, generator: Optional[torch.Generator] = None) -> None:
+    def reset_noise(self, generator: torch.Generator | None = None) -> None:
         for m in self.modules():
             if isinstance(m, NoisyLinear):
                 m.reset_noise(generator)

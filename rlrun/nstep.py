@@ -80,13 +80,25 @@ class NStepAccumulator:
         order = (first + self._offsets) % n
         if full is None:
             returns = self.rewards[:, order] @ self.powers[:n]
-            out = (self.obs[:, first], self.actions[:, first], returns.astype(np.float32), next_obs,
-                   self._full_discounts, self._envs)
+            out = (
+                self.obs[:, first],
+                self.actions[:, first],
+                returns.astype(np.float32),
+                next_obs,
+                self._full_discounts,
+                self._envs,
+            )
             self.count -= 1
             return out
         returns = self.rewards[full][:, order] @ self.powers[:n]
-        out = (self.obs[full, first], self.actions[full, first], returns.astype(np.float32),
-               next_obs[full], self._full_discounts[: full.size], full)
+        out = (
+            self.obs[full, first],
+            self.actions[full, first],
+            returns.astype(np.float32),
+            next_obs[full],
+            self._full_discounts[: full.size],
+            full,
+        )
         self.count[full] -= 1
         return out
 
@@ -108,12 +120,23 @@ class NStepAccumulator:
                 out_disc.append(0.0 if terminated[i] else self.powers[steps])
                 out_env.append(i)
             self.count[i] = 0
-        return (np.stack(out_obs), np.array(out_act, dtype=np.int64), np.array(out_ret, dtype=np.float32),
-                np.stack(out_next), np.array(out_disc, dtype=np.float32), np.array(out_env, dtype=np.int64))
+        return (
+            np.stack(out_obs),
+            np.array(out_act, dtype=np.int64),
+            np.array(out_ret, dtype=np.float32),
+            np.stack(out_next),
+            np.array(out_disc, dtype=np.float32),
+            np.array(out_env, dtype=np.int64),
+        )
 
     def state_dict(self) -> dict:
-        return {"obs": self.obs.copy(), "actions": self.actions.copy(), "rewards": self.rewards.copy(),
-                "count": self.count.copy(), "slot": self.slot}
+        return {
+            "obs": self.obs.copy(),
+            "actions": self.actions.copy(),
+            "rewards": self.rewards.copy(),
+            "count": self.count.copy(),
+            "slot": self.slot,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.obs[...], self.actions[...] = state["obs"], state["actions"]

@@ -12,8 +12,9 @@ agents as K single-seed runs. The checkpoint (all agents together) stays in the 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -94,8 +95,9 @@ class Population:
             values.update({tag: v[k] if isinstance(v, list) else v for tag, v in per_agent.items()})
             lg.scalars(step, values)
 
-    def finish(self, step: int, status: str, online: Any, extra: dict[str, Any],
-               plot_title: str | None) -> dict[str, Any]:
+    def finish(
+        self, step: int, status: str, online: Any, extra: dict[str, Any], plot_title: str | None
+    ) -> dict[str, Any]:
         """Each agent's model.pt, summary.json and returns.png; the run's summary (with K > 1 also written
         to the run directory: the agents' summaries and their mean final return, which sweepers optimise)."""
         summaries = {}
@@ -109,9 +111,13 @@ class Population:
         if self.agents == 1:
             return summaries[self.seeds[0]]
         finals = [s["final_mean_return_100"] for s in summaries.values() if s["final_mean_return_100"] is not None]
-        summary = {"status": status, "seeds": self.seeds, "env_steps_per_agent": step,
-                   "final_mean_return_100": float(np.mean(finals)) if finals else None,
-                   "solved": sum(s["solved_step"] is not None for s in summaries.values()),
-                   "agents": {str(seed): s for seed, s in summaries.items()}}
+        summary = {
+            "status": status,
+            "seeds": self.seeds,
+            "env_steps_per_agent": step,
+            "final_mean_return_100": float(np.mean(finals)) if finals else None,
+            "solved": sum(s["solved_step"] is not None for s in summaries.values()),
+            "agents": {str(seed): s for seed, s in summaries.items()},
+        }
         rundir.write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         return summary

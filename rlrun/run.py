@@ -4,7 +4,7 @@ directly). The parts come from `rlrun.build`, the loop is `rlrun.loop`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -16,15 +16,14 @@ from rlrun.validate import validate
 register_configs()
 
 
-def train(cfg: DictConfig, out_dir: Path, resume: Optional[dict] = None) -> dict[str, Any]:
+def train(cfg: DictConfig, out_dir: Path, resume: dict | None = None) -> dict[str, Any]:
     """Train the run's agents (`seeds` of them) as `cfg` says, writing everything under `out_dir`, which
     this process owns for the run (`rlrun.rundir`); with `resume` (a loaded checkpoint), continue that
     run. Returns the run summary."""
     validate(cfg)
     with rundir.owned(out_dir):
         parts = build.build(cfg)
-        population = build.population(cfg, out_dir, parts.reward_threshold,
-                                      None if resume is None else resume["step"])
+        population = build.population(cfg, out_dir, parts.reward_threshold, None if resume is None else resume["step"])
         trainer = Trainer(build.loop_settings(cfg), parts, population, out_dir, resume)
         try:
             return trainer.run()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -31,8 +31,8 @@ class StackedLinear(nn.Module):
 
     def __init__(self, layers: Sequence[nn.Linear]):
         super().__init__()
-        self.weight = nn.Parameter(torch.stack([l.weight.detach().t() for l in layers]).contiguous())
-        self.bias = nn.Parameter(torch.stack([l.bias.detach() for l in layers]).unsqueeze(1).contiguous())
+        self.weight = nn.Parameter(torch.stack([layer.weight.detach().t() for layer in layers]).contiguous())
+        self.bias = nn.Parameter(torch.stack([layer.bias.detach() for layer in layers]).unsqueeze(1).contiguous())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.baddbmm(self.bias, x, self.weight)
@@ -47,8 +47,8 @@ class StackedLayerNorm(nn.Module):
     def __init__(self, layers: Sequence[nn.LayerNorm]):
         super().__init__()
         self.shape, self.eps = layers[0].normalized_shape, layers[0].eps
-        self.weight = nn.Parameter(torch.stack([l.weight.detach() for l in layers]).unsqueeze(1).contiguous())
-        self.bias = nn.Parameter(torch.stack([l.bias.detach() for l in layers]).unsqueeze(1).contiguous())
+        self.weight = nn.Parameter(torch.stack([layer.weight.detach() for layer in layers]).unsqueeze(1).contiguous())
+        self.bias = nn.Parameter(torch.stack([layer.bias.detach() for layer in layers]).unsqueeze(1).contiguous())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.addcmul(self.bias, F.layer_norm(x, self.shape, eps=self.eps), self.weight)
@@ -62,15 +62,25 @@ class StackedNoisyLinear(nn.Module):
 
     eps_in: torch.Tensor
     eps_out: torch.Tensor
+    weight_mu: nn.Parameter
+    weight_sigma: nn.Parameter
+    bias_mu: nn.Parameter
+    bias_sigma: nn.Parameter
 
     def __init__(self, layers: Sequence[NoisyLinear]):
         super().__init__()
         for name in ("weight_mu", "weight_sigma"):
-            setattr(self, name, nn.Parameter(torch.stack([getattr(l, name).detach().t() for l in layers]).contiguous()))
+            setattr(
+                self,
+                name,
+                nn.Parameter(torch.stack([getattr(layer, name).detach().t() for layer in layers]).contiguous()),
+            )
         for name in ("bias_mu", "bias_sigma"):
-            setattr(self, name, nn.Parameter(torch.stack([getattr(l, name).detach() for l in layers]).unsqueeze(1)))
-        self.register_buffer("eps_in", torch.stack([l.eps_in for l in layers]), persistent=False)  # (K, in)
-        self.register_buffer("eps_out", torch.stack([l.eps_out for l in layers]), persistent=False)  # (K, out)
+            setattr(
+                self, name, nn.Parameter(torch.stack([getattr(layer, name).detach() for layer in layers]).unsqueeze(1))
+            )
+        self.register_buffer("eps_in", torch.stack([layer.eps_in for layer in layers]), persistent=False)  # (K, in)
+        self.register_buffer("eps_out", torch.stack([layer.eps_out for layer in layers]), persistent=False)  # (K, out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:
@@ -79,17 +89,25 @@ class StackedNoisyLinear(nn.Module):
         return torch.baddbmm(self.bias_mu + self.bias_sigma * self.eps_out.unsqueeze(1), x, weight)
 
     @torch.no_grad()
-    def reset_agent_noise(self, k: int, generator: Optional[torch.Generator]) -> None:
+    def reset_agent_noise(self, k: int, generator: torch.Generator | None) -> None:
         """Agent k's new noise, drawn as its single `NoisyLinear.reset_noise` draws it."""
         self.eps_in[k] = NoisyLinear.noise(self.eps_in.shape[1], generator, self.eps_in.device)
         self.eps_out[k] = NoisyLinear.noise(self.eps_out.shape[1], generator, self.eps_out.device)
 
     def agent_state(self, k: int, prefix: str) -> dict[str, torch.Tensor]:
-        return {f"{prefix}weight_mu": self.weight_mu[k].t(), f"{prefix}weight_sigma": self.weight_sigma[k].t(),
-                f"{prefix}bias_mu": self.bias_mu[k, 0], f"{prefix}bias_sigma": self.bias_sigma[k, 0]}
+        return {
+            f"{prefix}weight_mu": self.weight_mu[k].t(),
+            f"{prefix}weight_sigma": self.weight_sigma[k].t(),
+            f"{prefix}bias_mu": self.bias_mu[k, 0],
+            f"{prefix}bias_sigma": self.bias_sigma[k, 0],
+        }
 
 
-STACKABLE: dict[type, type] = {nn.Linear: StackedLinear, nn.LayerNorm: StackedLayerNorm, NoisyLinear: StackedNoisyLinear}
+STACKABLE: dict[type, type] = {
+    nn.Linear: StackedLinear,
+    nn.LayerNorm: StackedLayerNorm,
+    NoisyLinear: StackedNoisyLinear,
+}
 STACKED_LAYERS = (StackedLinear, StackedLayerNorm, StackedNoisyLinear)
 FUNCTIONAL[StackedLinear] = lambda m, x: torch.baddbmm(m.bias, x, m.weight)
 FUNCTIONAL[StackedLayerNorm] = lambda m, x: torch.addcmul(m.bias, F.layer_norm(x, m.shape, eps=m.eps), m.weight)
@@ -131,7 +149,7 @@ class StackedQNetwork(nn.Module):
         self.register_buffer("support", first.support.clone())
 
     @classmethod
-    def from_networks(cls, nets: Sequence[QNetwork]) -> "StackedQNetwork":
+    def from_networks(cls, nets: Sequence[QNetwork]) -> StackedQNetwork:
         return cls(nets).to(next(nets[0].parameters()).device)
 
     def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
@@ -154,7 +172,7 @@ class StackedQNetwork(nn.Module):
         return apply_layer(self.value, h) + adv - adv.mean(dim=2, keepdim=True)
 
     @torch.no_grad()
-    def reset_noise(self, generators: Optional[Sequence[torch.Generator]] = None) -> None:
+    def reset_noise(self, generators: Sequence[torch.Generator] | None = None) -> None:
         """Each agent's new noise from its own generator, its layers in the order of its single network."""
         noisy = [m for m in self.modules() if isinstance(m, StackedNoisyLinear)]
         for k, generator in enumerate(generators or [None] * self.agents):
@@ -232,12 +250,12 @@ class VmapQNetwork(nn.Module):
             return out.squeeze(-1)
         return (out.softmax(dim=-1) * self.support).sum(dim=-1)
 
-    def train(self, mode: bool = True) -> "VmapQNetwork":
+    def train(self, mode: bool = True) -> VmapQNetwork:
         self._template.train(mode)  # noisy layers read their own `training` flag
         return super().train(mode)
 
     @torch.no_grad()
-    def reset_noise(self, generators: Optional[Sequence[torch.Generator]] = None) -> None:
+    def reset_noise(self, generators: Sequence[torch.Generator] | None = None) -> None:
         for k, generator in enumerate(generators or [None] * self.agents):
             for layer in self._noisy_layers:
                 for which in ("eps_in", "eps_out"):
@@ -247,8 +265,11 @@ class VmapQNetwork(nn.Module):
     def agent_state_dict(self, k: int) -> dict[str, torch.Tensor]:
         """Agent k's parameters in `QNetwork.state_dict()` layout."""
         persistent = dict(self.named_parameters()) | dict(self.named_buffers())
-        return {name: persistent[flat][k].detach().clone() for name, flat in self._names.items()
-                if flat in self.state_dict()}
+        return {
+            name: persistent[flat][k].detach().clone()
+            for name, flat in self._names.items()
+            if flat in self.state_dict()
+        }
 
 
 def stack_networks(nets: Sequence[QNetwork]) -> nn.Module:

@@ -6,7 +6,8 @@ import dataclasses
 import difflib
 import math
 import typing
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -28,8 +29,11 @@ class UnknownKeyError(ConfigError):
     def __init__(self, key: str, value: Any, known: list[str]):
         parent, _, name = key.rpartition(".")
         near = difflib.get_close_matches(name, known, n=1)
-        hint = f"did you mean {parent + '.' if parent else ''}{near[0]}?" if near else \
-            f"the keys here are {', '.join(known)}"
+        hint = (
+            f"did you mean {parent + '.' if parent else ''}{near[0]}?"
+            if near
+            else f"the keys here are {', '.join(known)}"
+        )
         ValueError.__init__(self, f"Unknown config key {key} ({hint})")
         self.key, self.value, self.allowed = key, value, ", ".join(known)
 
@@ -39,8 +43,11 @@ def check_schema(cfg: Any) -> None:
     (`rlrun.config.TARGET_SCHEMAS`). This is what makes it safe to instantiate a config read from a run
     directory or a checkpoint: nothing in it can choose other code."""
 
-    tree = cfg if isinstance(cfg, Mapping) and not isinstance(cfg, DictConfig) else \
-        OmegaConf.to_container(cfg, resolve=False)
+    tree = (
+        cfg
+        if isinstance(cfg, Mapping) and not isinstance(cfg, DictConfig)
+        else OmegaConf.to_container(cfg, resolve=False)
+    )
     if not isinstance(tree, Mapping):
         raise ConfigError("config", type(tree).__name__, "a mapping of config groups")
     for group, targets in GROUP_TARGETS.items():
@@ -58,7 +65,9 @@ def _walk(node: Mapping, schema: type, prefix: str) -> None:
         path = f"{prefix}{key}"
         if key not in fields:
             raise UnknownKeyError(path, value, sorted(k for k in fields if not k.startswith("_")))
-        sub = GROUP_TARGETS[key][value["_target_"]] if not prefix and key in GROUP_TARGETS else _dataclass_in(hints[key])
+        sub = (
+            GROUP_TARGETS[key][value["_target_"]] if not prefix and key in GROUP_TARGETS else _dataclass_in(hints[key])
+        )
         if sub is not None and isinstance(value, Mapping):
             _walk(value, sub, path + ".")
         elif _holds_mapping(value):
@@ -125,28 +134,48 @@ def validate(cfg: DictConfig) -> None:
     _in_range(cfg, "env.frame_stack", 0, math.inf, hi_open=True)
     _one_of(cfg, "network.encoder", ["mlp", "nature_cnn"])
     if cfg.env.frame_stack > 0:
-        _check(cfg.network.encoder == "nature_cnn", "network.encoder", cfg.network.encoder,
-               "nature_cnn for stacked pixel frames (env.frame_stack > 0): use network=cnn")
+        _check(
+            cfg.network.encoder == "nature_cnn",
+            "network.encoder",
+            cfg.network.encoder,
+            "nature_cnn for stacked pixel frames (env.frame_stack > 0): use network=cnn",
+        )
     if cfg.network.encoder == "nature_cnn":
-        _check(cfg.env.frame_stack > 0, "env.frame_stack", cfg.env.frame_stack,
-               "> 0 with network.encoder=nature_cnn (the CNN reads stacked frames)")
+        _check(
+            cfg.env.frame_stack > 0,
+            "env.frame_stack",
+            cfg.env.frame_stack,
+            "> 0 with network.encoder=nature_cnn (the CNN reads stacked frames)",
+        )
     if cfg.env.action_bins is not None:
         _check(cfg.env.action_bins >= 2, "env.action_bins", cfg.env.action_bins, "an integer >= 2, or null")
 
-    _check(len(cfg.network.hidden_sizes) > 0 and all(h > 0 for h in cfg.network.hidden_sizes),
-           "network.hidden_sizes", list(cfg.network.hidden_sizes), "a non-empty list of positive ints")
+    _check(
+        len(cfg.network.hidden_sizes) > 0 and all(h > 0 for h in cfg.network.hidden_sizes),
+        "network.hidden_sizes",
+        list(cfg.network.hidden_sizes),
+        "a non-empty list of positive ints",
+    )
     _one_of(cfg, "network.activation", sorted(ACTIVATIONS))
     _one_of(cfg, "network.init", sorted(INITS))
     _positive(cfg, "network.num_atoms")
     n = cfg.network
     if n.num_atoms > 1:
         _check(n.num_atoms >= 2 and n.v_min < n.v_max, "network.v_min", n.v_min, f"< network.v_max={n.v_max}")
-        _check(cfg.algo.loss == "cross_entropy", "algo.loss", cfg.algo.loss,
-               "cross_entropy with a distributional network (network.num_atoms > 1): C51 minimises the "
-               "cross-entropy to the projected target distribution")
+        _check(
+            cfg.algo.loss == "cross_entropy",
+            "algo.loss",
+            cfg.algo.loss,
+            "cross_entropy with a distributional network (network.num_atoms > 1): C51 minimises the "
+            "cross-entropy to the projected target distribution",
+        )
     else:
-        _check(cfg.algo.loss in ("huber", "mse"), "algo.loss", cfg.algo.loss,
-               "one of huber, mse with a scalar network (cross_entropy needs network.num_atoms > 1)")
+        _check(
+            cfg.algo.loss in ("huber", "mse"),
+            "algo.loss",
+            cfg.algo.loss,
+            "one of huber, mse with a scalar network (cross_entropy needs network.num_atoms > 1)",
+        )
     if n.noisy:
         _positive(cfg, "network.noisy_sigma0")
 
@@ -169,8 +198,12 @@ def validate(cfg: DictConfig) -> None:
     a = cfg.algo
     _in_range(cfg, "algo.gamma", 0.0, 1.0, lo_open=True)
     _positive(cfg, "algo.batch_size")
-    _check(a.batch_size <= cfg.buffer.capacity, "algo.batch_size", a.batch_size,
-           f"at most buffer.capacity={cfg.buffer.capacity}")
+    _check(
+        a.batch_size <= cfg.buffer.capacity,
+        "algo.batch_size",
+        a.batch_size,
+        f"at most buffer.capacity={cfg.buffer.capacity}",
+    )
     _in_range(cfg, "algo.learning_starts", 0, math.inf, hi_open=True)
     _positive(cfg, "algo.train_freq")
     _positive(cfg, "algo.gradient_steps")
@@ -187,8 +220,12 @@ def validate(cfg: DictConfig) -> None:
     _in_range(cfg, "exploration.start", 0.0, 1.0)
     _in_range(cfg, "exploration.end", 0.0, 1.0)
     if cfg.exploration.schedule == "exponential":
-        _check(cfg.exploration.end > 0, "exploration.end", cfg.exploration.end,
-               "> 0 with exploration.schedule=exponential (a geometric decay never reaches 0)")
+        _check(
+            cfg.exploration.end > 0,
+            "exploration.end",
+            cfg.exploration.end,
+            "> 0 with exploration.schedule=exponential (a geometric decay never reaches 0)",
+        )
     _in_range(cfg, "exploration.duration", 0, math.inf, hi_open=True)
 
     _in_range(cfg, "eval.interval", 0, math.inf, hi_open=True)
@@ -204,12 +241,21 @@ def validate(cfg: DictConfig) -> None:
 # What K agents in one process (seeds > 1) cannot do, because they share one vector env or one update:
 # refused before anything is built.
 BATCHED_UNSUPPORTED = [
-    ("env.normalize_reward", lambda c: not c.env.normalize_reward,
-     "false when seeds > 1 (its running statistics would be shared by all agents)"),
-    ("algo.on_nonfinite", lambda c: c.algo.on_nonfinite != "skip",
-     "stop or off when seeds > 1 (skipping would skip every agent's update)"),
-    ("device.amp", lambda c: c.device.amp != "fp16",
-     "none or bf16 when seeds > 1 (fp16's loss scaler would skip every agent's step together)"),
+    (
+        "env.normalize_reward",
+        lambda c: not c.env.normalize_reward,
+        "false when seeds > 1 (its running statistics would be shared by all agents)",
+    ),
+    (
+        "algo.on_nonfinite",
+        lambda c: c.algo.on_nonfinite != "skip",
+        "stop or off when seeds > 1 (skipping would skip every agent's update)",
+    ),
+    (
+        "device.amp",
+        lambda c: c.device.amp != "fp16",
+        "none or bf16 when seeds > 1 (fp16's loss scaler would skip every agent's step together)",
+    ),
 ]
 
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, next to this script
 
@@ -44,52 +44,91 @@ from benchlib.runs import (  # noqa: E402
 
 # --- command line ------------------------------------------------------------------------------------------
 
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="subcommand", required=True, metavar="<subcommand>",
-                           title="subcommands (python scripts/bench.py <subcommand> --help for its options)")
+    sub = p.add_subparsers(
+        dest="subcommand",
+        required=True,
+        metavar="<subcommand>",
+        title="subcommands (python scripts/bench.py <subcommand> --help for its options)",
+    )
 
-    def command(name: str, fn: Callable, summary: str, reps: Optional[int] = None, device: bool = False,
-                overrides: bool = False) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=summary, description=f"{summary}\n\n{fn.__doc__ or ''}",
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    def command(
+        name: str, fn: Callable, summary: str, reps: int | None = None, device: bool = False, overrides: bool = False
+    ) -> argparse.ArgumentParser:
+        sp = sub.add_parser(
+            name,
+            help=summary,
+            description=f"{summary}\n\n{fn.__doc__ or ''}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         sp.set_defaults(fn=fn)
         if reps is not None:
-            sp.add_argument("--reps", "--repeats", dest="reps", type=int, default=reps,
-                            help=f"alternating rounds; medians over them (default {reps})")
+            sp.add_argument(
+                "--reps",
+                "--repeats",
+                dest="reps",
+                type=int,
+                default=reps,
+                help=f"alternating rounds; medians over them (default {reps})",
+            )
         if device:
             sp.add_argument("--device", default="cpu", help="torch device (default cpu)")
         if overrides:
-            sp.add_argument("--overrides", nargs="+", default=[], metavar="KEY=VALUE",
-                            help="rlrun overrides for every run (they replace the subcommand's own for the same key)")
+            sp.add_argument(
+                "--overrides",
+                nargs="+",
+                default=[],
+                metavar="KEY=VALUE",
+                help="rlrun overrides for every run (they replace the subcommand's own for the same key)",
+            )
         return sp
 
-    sp = command("compare", compare, "single-seed CPU training speed of this tree vs a git revision, pinned",
-                 reps=5, overrides=True)
+    sp = command(
+        "compare",
+        compare,
+        "single-seed CPU training speed of this tree vs a git revision, pinned",
+        reps=5,
+        overrides=True,
+    )
     sp.add_argument("--base", required=True, help="git revision to compare against (branch, tag, commit)")
     sp.add_argument("--cpu", type=int, default=0, help="the core both sides run on, `taskset -c CPU` (default 0)")
     sp.add_argument("--warmup", type=int, default=1, help="untimed runs per side first (default 1)")
     sp.epilog = f"default overrides: {' '.join(COMPARE_DEFAULTS)} (the same for both sides)"
     command("peers", peers, "whole-process env steps/s and peak RSS, rlrun vs Stable-Baselines3", reps=3)
-    command("updates", updates, "loop env steps/s, updates/s, peak memory: default and dueling+PER", reps=1,
-            device=True, overrides=True)
-    command("per", per, "PER sample+update us at 1e4/1e5/1e6 stored, and a PER vs uniform gradient step",
-            device=True)
+    command(
+        "updates",
+        updates,
+        "loop env steps/s, updates/s, peak memory: default and dueling+PER",
+        reps=1,
+        device=True,
+        overrides=True,
+    )
+    command("per", per, "PER sample+update us at 1e4/1e5/1e6 stored, and a PER vs uniform gradient step", device=True)
     command("switches", switches, "us per gradient step for plain / amp / compile / cuda_graphs", device=True)
     sp = command("memory", memory, "bytes of a 1M-transition Atari replay that stores frames once")
     sp.add_argument("--capacity", type=int, default=1_000_000, help="transitions (default 1,000,000)")
-    sp = command("solve", solve, "wall seconds from process start to CartPole 475, default config, per seed",
-                 overrides=True)
+    sp = command(
+        "solve", solve, "wall seconds from process start to CartPole 475, default config, per seed", overrides=True
+    )
     sp.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
-    sp = command("seeds", seeds, "seeds=K batched in one process vs one single-seed run, whole processes", reps=3,
-                 device=True, overrides=True)
+    sp = command(
+        "seeds",
+        seeds,
+        "seeds=K batched in one process vs one single-seed run, whole processes",
+        reps=3,
+        device=True,
+        overrides=True,
+    )
     sp.add_argument("--seeds", type=int, default=8, help="K (default 8)")
     sp.add_argument("--steps", type=int, default=20_000, help="env steps per agent (default 20000)")
     sp.add_argument("--separate", action="store_true", help="also time K single-seed processes side by side")
     sp = command("sweep", sweep, "4-job sweep: joblib launcher with 2 workers vs serial", reps=3)
     sp.add_argument("--steps", type=int, default=20_000, help="env steps per job (default 20000)")
-    sp = command("threads", threads, "loop env steps/s with one torch thread vs torch's default count", reps=3,
-                 overrides=True)
+    sp = command(
+        "threads", threads, "loop env steps/s with one torch thread vs torch's default count", reps=3, overrides=True
+    )
     sp.add_argument("--steps", type=int, default=20_000, help="env steps per run (default 20000)")
     args = p.parse_args()
     args.fn(args)

@@ -15,10 +15,16 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 def make_batch(device, n=64, obs_dim=4):
     g = torch.Generator().manual_seed(1)
-    return Batch(torch.randn(n, obs_dim, generator=g).to(device), torch.randint(0, 2, (n,), generator=g).to(device),
-                 torch.rand(n, generator=g).to(device), torch.randn(n, obs_dim, generator=g).to(device),
-                 torch.full((n,), 0.97, device=device), torch.arange(n, device=device), None,
-                 torch.zeros(n, device=device))
+    return Batch(
+        torch.randn(n, obs_dim, generator=g).to(device),
+        torch.randint(0, 2, (n,), generator=g).to(device),
+        torch.rand(n, generator=g).to(device),
+        torch.randn(n, obs_dim, generator=g).to(device),
+        torch.full((n,), 0.97, device=device),
+        torch.arange(n, device=device),
+        None,
+        torch.zeros(n, device=device),
+    )
 
 
 def run_updates(device, steps=5, **kwargs):
@@ -66,6 +72,7 @@ def test_compile_failure_falls_back_with_a_warning(monkeypatch):
     def broken(fn, **kwargs):
         def raise_(*a, **k):
             raise RuntimeError("no compiler here")
+
         return raise_
 
     monkeypatch.setattr(torch, "compile", broken)
@@ -80,8 +87,14 @@ def test_cuda_graphs_without_cuda_warns_and_trains(tmp_path, compose):
         pytest.skip("this machine has CUDA")
     import rlrun.train as rt
 
-    cfg = compose("device.cuda_graphs=true", "total_steps=320", "algo.learning_starts=100", "eval.interval=0",
-                  "log.plot=false", "log.progress_bar=false")
+    cfg = compose(
+        "device.cuda_graphs=true",
+        "total_steps=320",
+        "algo.learning_starts=100",
+        "eval.interval=0",
+        "log.plot=false",
+        "log.progress_bar=false",
+    )
     with pytest.warns(UserWarning, match="cuda_graphs=true needs a CUDA device"):
         summary = rt.train(cfg, tmp_path)
     assert summary["env_steps"] == 320
@@ -91,8 +104,16 @@ def test_cuda_graphs_without_cuda_warns_and_trains(tmp_path, compose):
 def test_cuda_run_keeps_everything_on_the_device(tmp_path, compose):
     import rlrun.train as rt
 
-    cfg = compose("device=cuda", "buffer=per", "total_steps=2000", "algo.learning_starts=500", "eval.interval=0",
-                  "log.plot=false", "log.progress_bar=false", "log.interval=500")
+    cfg = compose(
+        "device=cuda",
+        "buffer=per",
+        "total_steps=2000",
+        "algo.learning_starts=500",
+        "eval.interval=0",
+        "log.plot=false",
+        "log.progress_bar=false",
+        "log.interval=500",
+    )
     parts = build(cfg)
     assert parts.buffer.obs.is_cuda and parts.buffer.tree.tree.is_cuda
     assert next(parts.learner.online.parameters()).is_cuda

@@ -1,10 +1,11 @@
 """Many seeds in one process (`seeds=K`): each stacked agent is the single-seed run with its seed.
 
 Tolerance, stated once: the stacked forward pass is bitwise equal to the single network's (checked
-exactly below; the dueling value head, a matrix-vector product for one agent, differs by round-off), but the backward pass of a batched matmul sums in a different order than a plain one,
-so parameters drift apart by float32 round-off (about 1e-9 after one update, 1e-7 after fifty). Replay
-contents, sampled indices and PER weights are exact. Short real runs therefore match step for step
-(identical episodes and evaluation returns) with parameters equal to 1e-4.
+exactly below; the dueling value head, a matrix-vector product for one agent, differs by round-off),
+but the backward pass of a batched matmul sums in a different order than a plain one, so parameters
+drift apart by float32 round-off (about 1e-9 after one update, 1e-7 after fifty). Replay contents,
+sampled indices and PER weights are exact. Short real runs therefore match step for step (identical
+episodes and evaluation returns) with parameters equal to 1e-4.
 """
 
 import copy
@@ -20,8 +21,13 @@ from torch import nn
 from rlrun.evaluate import main as evaluate_main
 from rlrun.learner import DQNLearner
 from rlrun.networks import QNetwork
-from rlrun.replay import (Batch, PrioritizedReplayBuffer, ReplayBuffer, StackedPrioritizedReplayBuffer,
-                          StackedReplayBuffer)
+from rlrun.replay import (
+    Batch,
+    PrioritizedReplayBuffer,
+    ReplayBuffer,
+    StackedPrioritizedReplayBuffer,
+    StackedReplayBuffer,
+)
 from rlrun.stacked import StackedQNetwork, VmapQNetwork, clip_grad_norm_per_agent, stack_networks
 from rlrun.validate import ConfigError
 
@@ -78,9 +84,16 @@ def test_stacked_updates_match_single_agent_updates():
     learner = DQNLearner(stacked, adam(stacked.parameters()), loss="huber", tau=0.1, max_grad_norm=0.5)
     gen = torch.Generator().manual_seed(1)
     for _ in range(50):
-        b = Batch(torch.randn(K, 32, 4, generator=gen), torch.randint(0, 2, (K, 32), generator=gen),
-                  torch.randn(K, 32, generator=gen), torch.randn(K, 32, 4, generator=gen), torch.full((K, 32), 0.9),
-                  torch.zeros(K, 32, dtype=torch.long), torch.rand(K, 32, generator=gen), torch.zeros(K, 32))
+        b = Batch(
+            torch.randn(K, 32, 4, generator=gen),
+            torch.randint(0, 2, (K, 32), generator=gen),
+            torch.randn(K, 32, generator=gen),
+            torch.randn(K, 32, 4, generator=gen),
+            torch.full((K, 32), 0.9),
+            torch.zeros(K, 32, dtype=torch.long),
+            torch.rand(K, 32, generator=gen),
+            torch.zeros(K, 32),
+        )
         metrics = learner.update(b)
         for k, single in enumerate(singles):
             m = single.update(Batch(*[None if t is None else t[k] for t in b]))
@@ -109,8 +122,13 @@ def test_stacked_replay_holds_and_samples_what_single_buffers_do(prioritized):
         counts = rng.integers(0, 4, size=K)
         agent = np.repeat(np.arange(K), counts)
         n = agent.size
-        t = (rng.normal(size=(n, 2)).astype(np.float32), rng.integers(0, 3, n), rng.normal(size=n).astype(np.float32),
-             rng.normal(size=(n, 2)).astype(np.float32), rng.random(n).astype(np.float32))
+        t = (
+            rng.normal(size=(n, 2)).astype(np.float32),
+            rng.integers(0, 3, n),
+            rng.normal(size=n).astype(np.float32),
+            rng.normal(size=(n, 2)).astype(np.float32),
+            rng.random(n).astype(np.float32),
+        )
         stacked.add(agent, *t)
         for k, single in enumerate(singles):
             mask = agent == k
@@ -146,23 +164,44 @@ def run_cli(*args, check=True):
     return proc
 
 
-SHORT = ["device=cpu", "algo.learning_starts=300", "eval.episodes=2", "log.interval=300", "log.plot=false", "checkpoint.every=0",
-         "network.hidden_sizes=[64,64]"]
+SHORT = [
+    "device=cpu",
+    "algo.learning_starts=300",
+    "eval.episodes=2",
+    "log.interval=300",
+    "log.plot=false",
+    "checkpoint.every=0",
+    "network.hidden_sizes=[64,64]",
+]
 
 
 # PER is the more sensitive case: a priority that differs by round-off can move a stratified draw across
 # a leaf boundary, after which the two runs sample different transitions. Its horizon is shorter.
-PIXELS = ["env=atari", "network=cnn", "env.id=ALE/Pong-v5", "env.max_episode_steps=200", "buffer.capacity=2000",
-          "algo.batch_size=16", "network.hidden_sizes=[32]", "total_steps=600", "eval.interval=600", "algo.train_freq=8"]
+PIXELS = [
+    "env=atari",
+    "network=cnn",
+    "env.id=ALE/Pong-v5",
+    "env.max_episode_steps=200",
+    "buffer.capacity=2000",
+    "algo.batch_size=16",
+    "network.hidden_sizes=[32]",
+    "total_steps=600",
+    "eval.interval=600",
+    "algo.train_freq=8",
+]
 
 
-@pytest.mark.parametrize("variant", [["total_steps=1500", "eval.interval=750"],
-                                     ["total_steps=900", "eval.interval=450", "network=dueling", "buffer=per",
-                                      "algo.loss=huber"],
-                                     ["total_steps=900", "eval.interval=450", "network=c51", "network.dueling=true"],
-                                     ["total_steps=900", "eval.interval=450", "network=noisy"],
-                                     PIXELS],
-                         ids=["default", "dueling-per", "c51", "noisy", "atari-frames"])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        ["total_steps=1500", "eval.interval=750"],
+        ["total_steps=900", "eval.interval=450", "network=dueling", "buffer=per", "algo.loss=huber"],
+        ["total_steps=900", "eval.interval=450", "network=c51", "network.dueling=true"],
+        ["total_steps=900", "eval.interval=450", "network=noisy"],
+        PIXELS,
+    ],
+    ids=["default", "dueling-per", "c51", "noisy", "atari-frames"],
+)
 def test_each_agent_of_a_batched_run_is_its_single_seed_run(tmp_path, variant):
     batched = tmp_path / "batched"
     run_cli(*SHORT, *variant, "seed=5", "seeds=2", f"hydra.run.dir={batched}")
@@ -180,7 +219,10 @@ def test_each_agent_of_a_batched_run_is_its_single_seed_run(tmp_path, variant):
         for name in s_model:
             assert torch.allclose(a_model[name], s_model[name], atol=1e-4), name
         # rlrun.evaluate takes an agent's dir like a single run's dir, and plays the same episodes.
-        assert evaluate_main([str(agent), "episodes=3"])["returns"] == evaluate_main([str(single), "episodes=3"])["returns"]
+        assert (
+            evaluate_main([str(agent), "episodes=3"])["returns"]
+            == evaluate_main([str(single), "episodes=3"])["returns"]
+        )
     top = json.loads((batched / "summary.json").read_text())
     assert top["seeds"] == [5, 6] and set(top["agents"]) == {"5", "6"}
 
@@ -189,8 +231,18 @@ def test_batched_multirun_reports_agents_as_seeds(tmp_path):
     from rlrun.report import load_sweep
 
     sweep = tmp_path / "sweep"
-    run_cli("-m", "optimizer.lr=1e-3,3e-3", "seeds=2", "device=cpu", "total_steps=640", "algo.learning_starts=200",
-            "eval.interval=0", "log.plot=false", "checkpoint.every=0", f"hydra.sweep.dir={sweep}")
+    run_cli(
+        "-m",
+        "optimizer.lr=1e-3,3e-3",
+        "seeds=2",
+        "device=cpu",
+        "total_steps=640",
+        "algo.learning_starts=200",
+        "eval.interval=0",
+        "log.plot=false",
+        "checkpoint.every=0",
+        f"hydra.sweep.dir={sweep}",
+    )
     df = load_sweep(sweep)
     assert len(df) == 4
     assert sorted(df["cfg.seed"]) == [0, 0, 1, 1]
@@ -206,8 +258,18 @@ def test_batched_multirun_reports_agents_as_seeds(tmp_path):
 
 def test_resumed_batched_run_equals_an_uninterrupted_one(tmp_path):
     # Schedules that do not depend on total_steps, so that extending a finished run is an interruption.
-    args = ["seeds=2", "device=cpu", "algo.learning_starts=300", "eval.interval=0", "log.plot=false", "checkpoint.every=500",
-            "buffer=per", "network.hidden_sizes=[32]", "algo.lr_end_factor=1.0", "buffer.beta_anneal_steps=1600"]
+    args = [
+        "seeds=2",
+        "device=cpu",
+        "algo.learning_starts=300",
+        "eval.interval=0",
+        "log.plot=false",
+        "checkpoint.every=500",
+        "buffer=per",
+        "network.hidden_sizes=[32]",
+        "algo.lr_end_factor=1.0",
+        "buffer.beta_anneal_steps=1600",
+    ]
     straight, parts = tmp_path / "straight", tmp_path / "parts"
     run_cli(*args, "total_steps=1600", f"hydra.run.dir={straight}")
     run_cli(*args, "total_steps=900", f"hydra.run.dir={parts}")
@@ -219,11 +281,14 @@ def test_resumed_batched_run_equals_an_uninterrupted_one(tmp_path):
         assert all(torch.equal(ma[k], mb[k]) for k in ma)
 
 
-@pytest.mark.parametrize("override,key", [
-    ("env.normalize_reward=true", "env.normalize_reward"),
-    ("algo.on_nonfinite=skip", "algo.on_nonfinite"),
-    ("seeds=0", "seeds"),
-])
+@pytest.mark.parametrize(
+    "override,key",
+    [
+        ("env.normalize_reward=true", "env.normalize_reward"),
+        ("algo.on_nonfinite=skip", "algo.on_nonfinite"),
+        ("seeds=0", "seeds"),
+    ],
+)
 def test_unsupported_batched_options_are_refused_by_key(compose, override, key):
     from rlrun.validate import validate
 
@@ -241,9 +306,12 @@ def test_refusal_happens_before_anything_is_written(tmp_path):
     assert not list(run.glob("seed=*")) and not (run / "checkpoint.pt").exists()
 
 
-VMAP_VARIANTS = {"c51-dueling": dict(num_atoms=11, v_min=-5.0, v_max=5.0, dueling=True), "noisy": dict(noisy=True),
-                 "rainbow-net": dict(num_atoms=11, v_min=-5.0, v_max=5.0, dueling=True, noisy=True),
-                 "nature-cnn": dict(encoder="nature_cnn", obs_shape=[4, 84, 84], hidden_sizes=[32])}
+VMAP_VARIANTS = {
+    "c51-dueling": dict(num_atoms=11, v_min=-5.0, v_max=5.0, dueling=True),
+    "noisy": dict(noisy=True),
+    "rainbow-net": dict(num_atoms=11, v_min=-5.0, v_max=5.0, dueling=True, noisy=True),
+    "nature-cnn": dict(encoder="nature_cnn", obs_shape=[4, 84, 84], hidden_sizes=[32]),
+}
 
 
 @pytest.mark.parametrize("variant", VMAP_VARIANTS, ids=list(VMAP_VARIANTS))
@@ -281,9 +349,16 @@ def test_stacked_c51_updates_match_single_agent_updates():
     learner = DQNLearner(stacked, adam(stacked.parameters()), loss="cross_entropy", tau=0.1)
     gen = torch.Generator().manual_seed(1)
     for _ in range(20):
-        b = Batch(torch.randn(K, 32, 4, generator=gen), torch.randint(0, 2, (K, 32), generator=gen),
-                  torch.randn(K, 32, generator=gen), torch.randn(K, 32, 4, generator=gen), torch.full((K, 32), 0.9),
-                  torch.zeros(K, 32, dtype=torch.long), None, torch.zeros(K, 32))
+        b = Batch(
+            torch.randn(K, 32, 4, generator=gen),
+            torch.randint(0, 2, (K, 32), generator=gen),
+            torch.randn(K, 32, generator=gen),
+            torch.randn(K, 32, 4, generator=gen),
+            torch.full((K, 32), 0.9),
+            torch.zeros(K, 32, dtype=torch.long),
+            None,
+            torch.zeros(K, 32),
+        )
         metrics = learner.update(b)
         for k, single in enumerate(singles):
             m = single.update(Batch(*[None if t is None else t[k] for t in b]))

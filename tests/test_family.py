@@ -21,8 +21,16 @@ def constant_c51(probs, n_actions=2):
 
 def batch(rewards, discounts):
     n = len(rewards)
-    return Batch(torch.zeros(n, 1), torch.zeros(n, dtype=torch.long), torch.tensor(rewards),
-                 torch.zeros(n, 1), torch.tensor(discounts), torch.arange(n), None, torch.zeros(n))
+    return Batch(
+        torch.zeros(n, 1),
+        torch.zeros(n, dtype=torch.long),
+        torch.tensor(rewards),
+        torch.zeros(n, 1),
+        torch.tensor(discounts),
+        torch.arange(n),
+        None,
+        torch.zeros(n),
+    )
 
 
 def test_c51_projection_by_hand():
@@ -30,16 +38,18 @@ def test_c51_projection_by_hand():
     net = constant_c51(p)
     learner = DQNLearner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="cross_entropy")
     m = learner.projected_target(batch([0.5, 1.0, -3.0, 0.0], [1.0, 0.0, 1.0, 1.0]))
-    expected = torch.tensor([
-        # r=0.5: atoms shift to 0.5, 1.5, 2.5, 3.5, 4.5 (clipped to 4, an exact hit)
-        [0.05, 0.05 + 0.10, 0.10 + 0.15, 0.15 + 0.15, 0.15 + 0.10],
-        # terminal, r=1: everything lands exactly on atom 1
-        [0.0, 1.0, 0.0, 0.0, 0.0],
-        # r=-3: -3, -2, -1, 0 clip to v_min=0; 1 is exact
-        [0.1 + 0.2 + 0.3 + 0.3, 0.1, 0.0, 0.0, 0.0],
-        # r=0, discount 1: identity
-        p,
-    ])
+    expected = torch.tensor(
+        [
+            # r=0.5: atoms shift to 0.5, 1.5, 2.5, 3.5, 4.5 (clipped to 4, an exact hit)
+            [0.05, 0.05 + 0.10, 0.10 + 0.15, 0.15 + 0.15, 0.15 + 0.10],
+            # terminal, r=1: everything lands exactly on atom 1
+            [0.0, 1.0, 0.0, 0.0, 0.0],
+            # r=-3: -3, -2, -1, 0 clip to v_min=0; 1 is exact
+            [0.1 + 0.2 + 0.3 + 0.3, 0.1, 0.0, 0.0, 0.0],
+            # r=0, discount 1: identity
+            p,
+        ]
+    )
     torch.testing.assert_close(m, expected)
     torch.testing.assert_close(m.sum(dim=1), torch.ones(4))
 
@@ -48,8 +58,16 @@ def test_c51_mass_is_conserved_for_random_targets():
     torch.manual_seed(0)
     net = QNetwork(3, 4, hidden_sizes=[16], num_atoms=11, v_min=-5, v_max=5)
     learner = DQNLearner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="cross_entropy")
-    b = Batch(torch.randn(64, 3), torch.randint(0, 4, (64,)), torch.randn(64) * 4, torch.randn(64, 3),
-              torch.rand(64), torch.arange(64), None, torch.zeros(64))
+    b = Batch(
+        torch.randn(64, 3),
+        torch.randint(0, 4, (64,)),
+        torch.randn(64) * 4,
+        torch.randn(64, 3),
+        torch.rand(64),
+        torch.arange(64),
+        None,
+        torch.zeros(64),
+    )
     m = learner.projected_target(b)
     assert (m >= 0).all()
     torch.testing.assert_close(m.sum(dim=1), torch.ones(64))
@@ -124,12 +142,20 @@ def test_gradient_clipping_scales_the_step_to_max_norm(max_norm):
     torch.manual_seed(0)
     net = QNetwork(3, 2, hidden_sizes=[8])
     before = [p.detach().clone() for p in net.parameters()]
-    learner = DQNLearner(net, torch.optim.SGD(net.parameters(), lr=1.0), loss="mse", max_grad_norm=max_norm,
-                         target_update_period=10)
+    learner = DQNLearner(
+        net, torch.optim.SGD(net.parameters(), lr=1.0), loss="mse", max_grad_norm=max_norm, target_update_period=10
+    )
     gen = torch.Generator().manual_seed(0)
-    b = Batch(torch.randn(16, 3, generator=gen), torch.randint(0, 2, (16,), generator=gen),
-              torch.randn(16, generator=gen) * 5, torch.randn(16, 3, generator=gen), torch.full((16,), 0.9),
-              torch.arange(16), None, torch.zeros(16))
+    b = Batch(
+        torch.randn(16, 3, generator=gen),
+        torch.randint(0, 2, (16,), generator=gen),
+        torch.randn(16, generator=gen) * 5,
+        torch.randn(16, 3, generator=gen),
+        torch.full((16,), 0.9),
+        torch.arange(16),
+        None,
+        torch.zeros(16),
+    )
     raw = learner.update(b)["grad_norm"].item()
     step = torch.sqrt(sum(((p.detach() - q) ** 2).sum() for p, q in zip(net.parameters(), before))).item()
     assert raw > 1e-3

@@ -73,7 +73,9 @@ def test_per_importance_weights_exact():
     P_sampled = probs[batch.indices.numpy()]
     assert buf.probabilities(torch.tensor([0])).item() == pytest.approx(P0)
     assert batch.weights.max().item() == pytest.approx(1.0)
-    assert batch.weights.min().item() == pytest.approx(((4 * P_sampled.max()) / (4 * P_sampled.min())) ** -beta, rel=1e-6)
+    assert batch.weights.min().item() == pytest.approx(
+        ((4 * P_sampled.max()) / (4 * P_sampled.min())) ** -beta, rel=1e-6
+    )
 
 
 def test_new_transitions_enter_at_max_priority():

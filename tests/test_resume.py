@@ -8,22 +8,33 @@ import sys
 import time
 
 import pytest
-
-from rlrun.learner import NonFiniteError
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlrun import checkpoint as ckpt
+from rlrun.learner import NonFiniteError
 
-ARGS = ["algo.learning_starts=300", "log.interval=200", "eval.interval=0", "log.plot=false",
-        "checkpoint.every=500", "buffer=per", "env.num_envs=4"]  # 4 envs: the step counts below are whole vector steps
+ARGS = [
+    "algo.learning_starts=300",
+    "log.interval=200",
+    "eval.interval=0",
+    "log.plot=false",
+    "checkpoint.every=500",
+    "buffer=per",
+    "env.num_envs=4",
+]  # 4 envs: the step counts below are whole vector steps
 TIME_BASED = {"charts/SPS"}
 
 
 def start(run_dir, *args):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.Popen([sys.executable, "-m", "rlrun.train", *ARGS, *args, f"hydra.run.dir={run_dir}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlrun.train", *ARGS, *args, f"hydra.run.dir={run_dir}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def finish(proc, rc=0):
@@ -130,13 +141,24 @@ def test_checkpoints_load_without_running_code(tmp_path):
 
 
 def test_nonfinite_loss_stops_with_a_checkpoint_from_before(tmp_path):
-    import rlrun.train as rt
     from hydra import compose, initialize_config_module
 
+    import rlrun.train as rt
+
     with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
-        cfg = compose("config", overrides=["env.id=rlrun_tests/Exploding-v0", "env.num_envs=1", "total_steps=600",
-                                           "algo.learning_starts=50", "eval.interval=0", "log.plot=false",
-                                           "log.progress_bar=false", "buffer.n_step=1"])
+        cfg = compose(
+            "config",
+            overrides=[
+                "env.id=rlrun_tests/Exploding-v0",
+                "env.num_envs=1",
+                "total_steps=600",
+                "algo.learning_starts=50",
+                "eval.interval=0",
+                "log.plot=false",
+                "log.progress_bar=false",
+                "buffer.n_step=1",
+            ],
+        )
     out = tmp_path / "run"
     out.mkdir()
     with pytest.raises(NonFiniteError, match=r"non-finite td_loss.*at env step \d+"):
@@ -163,8 +185,10 @@ def test_checkpoint_from_an_incompatible_config_is_refused_clearly(tmp_path):
 def test_runs_started_together_get_separate_directories(tmp_path):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     args = [sys.executable, "-m", "rlrun.train", "total_steps=50", "eval.interval=0", "log.plot=false"]
-    procs = [subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-             for _ in range(3)]
+    procs = [
+        subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for _ in range(3)
+    ]
     for p in procs:
         assert p.wait(timeout=120) == 0
     runs = list((tmp_path / "outputs").iterdir())

@@ -31,7 +31,7 @@ def rollout(env_id, num_envs, steps, gamma=0.9):
 
 def test_termination_does_not_bootstrap_and_never_links_episodes():
     out, episodes = rollout("rlrun_tests/Terminating-v0", num_envs=2, steps=7)
-    for obs, stored_next, disc, term, trunc in out:
+    for obs, stored_next, disc, _term, trunc in out:
         # Every stored transition goes from t to t+1 of the same episode, never to the next reset obs.
         np.testing.assert_array_equal(stored_next, obs + 1)
         np.testing.assert_allclose(disc, np.where(obs[:, 0] + 1 == 3, 0.0, 0.9))
@@ -63,7 +63,9 @@ def test_td_targets_by_hand():
         rewards=torch.tensor([1.0, 1.0, 1.0]),
         next_obs=torch.tensor([[1.0], [2.0], [3.0]]),
         discounts=torch.tensor([0.9, 0.0, 0.9]),  # running, terminated, truncated
-        indices=torch.arange(3), weights=None, age=torch.zeros(3),
+        indices=torch.arange(3),
+        weights=None,
+        age=torch.zeros(3),
     )
     # max_a Q(s') = 2 s'  ->  1 + 0.9*2, 1 + 0, 1 + 0.9*6
     torch.testing.assert_close(learner.td_target(batch), torch.tensor([2.8, 1.0, 6.4]))
@@ -76,8 +78,16 @@ def test_double_dqn_target_uses_online_argmax_and_target_values():
     learner = DQNLearner(online, torch.optim.SGD(online.parameters(), lr=0.0), double=True)
     with torch.no_grad():
         learner.target.weight.copy_(torch.tensor([[1.0], [5.0]]))  # target would prefer action 1
-    batch = Batch(torch.zeros(1, 1), torch.zeros(1, dtype=torch.long), torch.tensor([0.5]),
-                  torch.tensor([[2.0]]), torch.tensor([0.5]), torch.arange(1), None, torch.zeros(1))
+    batch = Batch(
+        torch.zeros(1, 1),
+        torch.zeros(1, dtype=torch.long),
+        torch.tensor([0.5]),
+        torch.tensor([[2.0]]),
+        torch.tensor([0.5]),
+        torch.arange(1),
+        None,
+        torch.zeros(1),
+    )
     # a* = argmax online(2) = 0; Q_target(2, 0) = 2  ->  0.5 + 0.5 * 2
     torch.testing.assert_close(learner.td_target(batch), torch.tensor([1.5]))
 
@@ -107,20 +117,33 @@ def test_reward_transforms_change_learning_rewards_not_logged_returns():
     assert episodes == [(0, 3.0, 3)]  # the logged return is the env's own
 
 
-@pytest.mark.parametrize("num_envs,train_freq,gradient_steps,expected", [
-    # Phases at env steps 400, 400 + period, ..., 2000 (both ends included).
-    (1, 4, 1, (2000 - 400) // 4 + 1),        # one update every 4 env steps
-    (8, 4, 1, ((2000 - 400) // 8 + 1) * 2),  # 8 envs: two updates per vector step keep 1 update / 4 env steps
-    (2, 4, 3, ((2000 - 400) // 4 + 1) * 3),  # a phase every 2 vector steps, 3 updates each
-])
+@pytest.mark.parametrize(
+    "num_envs,train_freq,gradient_steps,expected",
+    [
+        # Phases at env steps 400, 400 + period, ..., 2000 (both ends included).
+        (1, 4, 1, (2000 - 400) // 4 + 1),  # one update every 4 env steps
+        (8, 4, 1, ((2000 - 400) // 8 + 1) * 2),  # 8 envs: two updates per vector step keep 1 update / 4 env steps
+        (2, 4, 3, ((2000 - 400) // 4 + 1) * 3),  # a phase every 2 vector steps, 3 updates each
+    ],
+)
 def test_vector_envs_keep_the_update_ratio(tmp_path, compose, num_envs, train_freq, gradient_steps, expected):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from rlrun.train import train
 
-    cfg = compose(f"env.num_envs={num_envs}", f"algo.train_freq={train_freq}", f"algo.gradient_steps={gradient_steps}",
-                  "total_steps=2000", "algo.learning_starts=400", "algo.batch_size=32", "eval.interval=0",
-                  "log.plot=false", "checkpoint.every=0", "device=cpu", "network.hidden_sizes=[16]")
+    cfg = compose(
+        f"env.num_envs={num_envs}",
+        f"algo.train_freq={train_freq}",
+        f"algo.gradient_steps={gradient_steps}",
+        "total_steps=2000",
+        "algo.learning_starts=400",
+        "algo.batch_size=32",
+        "eval.interval=0",
+        "log.plot=false",
+        "checkpoint.every=0",
+        "device=cpu",
+        "network.hidden_sizes=[16]",
+    )
     train(cfg, tmp_path)
     acc = EventAccumulator(str(tmp_path))
     acc.Reload()

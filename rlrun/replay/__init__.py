@@ -3,9 +3,21 @@
 `prioritized` the PER maths; `buffers` the four buffer classes."""
 
 from rlrun.replay.base import Batch, Replay, Ring
-from rlrun.replay.buffers import (PrioritizedReplayBuffer, ReplayBuffer, StackedPrioritizedReplayBuffer,
-                                  StackedReplayBuffer)
+from rlrun.replay.buffers import (
+    PrioritizedReplayBuffer,
+    ReplayBuffer,
+    StackedPrioritizedReplayBuffer,
+    StackedReplayBuffer,
+)
 from rlrun.replay.sumtree import SumTree
 
-__all__ = ["Batch", "PrioritizedReplayBuffer", "Replay", "ReplayBuffer", "Ring", "StackedPrioritizedReplayBuffer",
-           "StackedReplayBuffer", "SumTree"]
+__all__ = [
+    "Batch",
+    "PrioritizedReplayBuffer",
+    "Replay",
+    "ReplayBuffer",
+    "Ring",
+    "StackedPrioritizedReplayBuffer",
+    "StackedReplayBuffer",
+    "SumTree",
+]

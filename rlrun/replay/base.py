@@ -9,7 +9,8 @@ time-limit truncation), 0 for one that terminated. The learner's target is then 
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Protocol, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -22,7 +23,7 @@ class Batch(NamedTuple):
     next_obs: torch.Tensor
     discounts: torch.Tensor
     indices: torch.Tensor
-    weights: Optional[torch.Tensor]  # importance-sampling weights (PER only)
+    weights: torch.Tensor | None  # importance-sampling weights (PER only)
     age: torch.Tensor  # transitions added to the buffer since each sampled one was stored
 
 
@@ -65,8 +66,14 @@ class Ring:
     COUNTERS: tuple[str, ...] = ()  # ring positions and counts, saved in checkpoints
     prioritized = False
 
-    def _allocate(self, lead: tuple[int, ...], capacity: int, obs_shape: Sequence[int], obs_dtype: torch.dtype,
-                  device: torch.device | str) -> None:
+    def _allocate(
+        self,
+        lead: tuple[int, ...],
+        capacity: int,
+        obs_shape: Sequence[int],
+        obs_dtype: torch.dtype,
+        device: torch.device | str,
+    ) -> None:
         self.capacity = int(capacity)
         self.device = torch.device(device)
         shape = (*lead, self.capacity)
@@ -77,8 +84,7 @@ class Ring:
         self.discounts = torch.zeros(shape, dtype=torch.float32, device=self.device)
         self.added_at = torch.zeros(shape, dtype=torch.long, device=self.device)
         self._lead = (slice(None),) * len(lead)
-        self._host_views = ({k: getattr(self, k).numpy() for k in self.STORAGE}
-                            if self.device.type == "cpu" else None)
+        self._host_views = {k: getattr(self, k).numpy() for k in self.STORAGE} if self.device.type == "cpu" else None
 
     def _filled(self) -> int:
         """Slots in use in the fullest agent's ring."""

@@ -10,7 +10,7 @@ independent streams are what makes each agent equal to its single run.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -24,8 +24,14 @@ class ReplayBuffer(Ring):
 
     COUNTERS = ("pos", "size", "num_added")
 
-    def __init__(self, capacity: int, obs_shape: Sequence[int], device: torch.device | str = "cpu",
-                 obs_dtype: torch.dtype = torch.float32, generator: Optional[torch.Generator] = None):
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: Sequence[int],
+        device: torch.device | str = "cpu",
+        obs_dtype: torch.dtype = torch.float32,
+        generator: torch.Generator | None = None,
+    ):
         self._allocate((), capacity, obs_shape, obs_dtype, device)
         self.generator = generator
         self.pos, self.size, self.num_added = 0, 0, 0
@@ -53,12 +59,19 @@ class ReplayBuffer(Ring):
         start = self.pos
         if start + n > self.capacity:  # wraps around: store in two contiguous pieces
             cut = self.capacity - start
-            return (self._write(obs[:cut], actions[:cut], rewards[:cut], next_obs[:cut], discounts[:cut])
-                    + self._write(obs[cut:], actions[cut:], rewards[cut:], next_obs[cut:], discounts[cut:]))
+            return self._write(obs[:cut], actions[:cut], rewards[:cut], next_obs[:cut], discounts[:cut]) + self._write(
+                obs[cut:], actions[cut:], rewards[cut:], next_obs[cut:], discounts[cut:]
+            )
         # Contiguous slices: plain copies, cheaper than scattering through an index tensor.
         end = start + n
-        values = {"obs": obs, "next_obs": next_obs, "actions": actions, "rewards": rewards,
-                  "discounts": discounts, "added_at": np.arange(self.num_added, self.num_added + n)}
+        values = {
+            "obs": obs,
+            "next_obs": next_obs,
+            "actions": actions,
+            "rewards": rewards,
+            "discounts": discounts,
+            "added_at": np.arange(self.num_added, self.num_added + n),
+        }
         if self._host_views is not None:
             for k, v in values.items():
                 self._host_views[k][start:end] = v.numpy() if isinstance(v, torch.Tensor) else v
@@ -82,17 +95,33 @@ class ReplayBuffer(Ring):
 
     def sample(self, batch_size: int, beta: float = 1.0) -> Batch:
         idx, weights = self._sample_indices(batch_size, beta)
-        return Batch(self.obs[idx], self.actions[idx], self.rewards[idx], self.next_obs[idx], self.discounts[idx],
-                     idx, weights, self.num_added - 1 - self.added_at[idx])
+        return Batch(
+            self.obs[idx],
+            self.actions[idx],
+            self.rewards[idx],
+            self.next_obs[idx],
+            self.discounts[idx],
+            idx,
+            weights,
+            self.num_added - 1 - self.added_at[idx],
+        )
 
 
 class PrioritizedReplayBuffer(Prioritized, ReplayBuffer):
     """Proportional prioritized replay for one agent (rlrun.replay.prioritized)."""
 
-    def __init__(self, capacity: int, obs_shape: Sequence[int], device: torch.device | str = "cpu",
-                 obs_dtype: torch.dtype = torch.float32, generator: Optional[torch.Generator] = None,
-                 alpha: float = 0.6, beta_start: float = 0.4, beta_anneal_steps: Optional[int] = None,
-                 priority_eps: float = 1e-6):
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: Sequence[int],
+        device: torch.device | str = "cpu",
+        obs_dtype: torch.dtype = torch.float32,
+        generator: torch.Generator | None = None,
+        alpha: float = 0.6,
+        beta_start: float = 0.4,
+        beta_anneal_steps: int | None = None,
+        priority_eps: float = 1e-6,
+    ):
         super().__init__(capacity, obs_shape, device, obs_dtype, generator)
         self._setup_priorities(None, alpha, beta_start, beta_anneal_steps, priority_eps)
 
@@ -102,8 +131,15 @@ class StackedReplayBuffer(Ring):
 
     COUNTERS = ("pos", "sizes", "num_added")
 
-    def __init__(self, agents: int, capacity: int, obs_shape: Sequence[int], generators: Sequence[torch.Generator],
-                 device: torch.device | str = "cpu", obs_dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        agents: int,
+        capacity: int,
+        obs_shape: Sequence[int],
+        generators: Sequence[torch.Generator],
+        device: torch.device | str = "cpu",
+        obs_dtype: torch.dtype = torch.float32,
+    ):
         self._allocate((agents,), capacity, obs_shape, obs_dtype, device)
         self.agents, self.generators = agents, list(generators)
         self.pos = np.zeros(agents, dtype=np.int64)
@@ -134,8 +170,14 @@ class StackedReplayBuffer(Ring):
             raise ValueError(f"{counts.max()} transitions for one agent do not fit a capacity of {self.capacity}")
         rank = np.arange(agent.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)  # order within agent
         slot = (self.pos[agent] + rank) % self.capacity
-        values = {"obs": obs, "next_obs": next_obs, "actions": actions, "rewards": rewards,
-                  "discounts": discounts, "added_at": self.num_added[agent] + rank}
+        values = {
+            "obs": obs,
+            "next_obs": next_obs,
+            "actions": actions,
+            "rewards": rewards,
+            "discounts": discounts,
+            "added_at": self.num_added[agent] + rank,
+        }
         if self._host_views is not None:
             for k, v in values.items():
                 self._host_views[k][agent, slot] = v.numpy() if isinstance(v, torch.Tensor) else v
@@ -154,12 +196,17 @@ class StackedReplayBuffer(Ring):
         return torch.as_tensor(self.sizes, device=self.device).unsqueeze(1)
 
     def _uniforms(self, batch_size: int) -> torch.Tensor:
-        return torch.stack([torch.rand(batch_size, device=self.device, generator=g, dtype=torch.float64)
-                            for g in self.generators])
+        return torch.stack(
+            [torch.rand(batch_size, device=self.device, generator=g, dtype=torch.float64) for g in self.generators]
+        )
 
     def _sample_indices(self, batch_size: int, beta: float):
-        idx = torch.stack([torch.randint(0, int(size), (batch_size,), device=self.device, generator=g)
-                           for size, g in zip(self.sizes, self.generators)])
+        idx = torch.stack(
+            [
+                torch.randint(0, int(size), (batch_size,), device=self.device, generator=g)
+                for size, g in zip(self.sizes, self.generators)
+            ]
+        )
         return idx, None
 
     def sample(self, batch_size: int, beta: float = 1.0) -> Batch:
@@ -167,15 +214,33 @@ class StackedReplayBuffer(Ring):
         idx, weights = self._sample_indices(batch_size, beta)
         rows = self._rows
         num_added = torch.as_tensor(self.num_added, device=self.device).unsqueeze(1)
-        return Batch(self.obs[rows, idx], self.actions[rows, idx], self.rewards[rows, idx], self.next_obs[rows, idx],
-                     self.discounts[rows, idx], idx, weights, num_added - 1 - self.added_at[rows, idx])
+        return Batch(
+            self.obs[rows, idx],
+            self.actions[rows, idx],
+            self.rewards[rows, idx],
+            self.next_obs[rows, idx],
+            self.discounts[rows, idx],
+            idx,
+            weights,
+            num_added - 1 - self.added_at[rows, idx],
+        )
 
 
 class StackedPrioritizedReplayBuffer(Prioritized, StackedReplayBuffer):
     """`PrioritizedReplayBuffer` per agent, on stacked storage and one sum tree per agent."""
 
-    def __init__(self, agents: int, capacity: int, obs_shape: Sequence[int], generators: Sequence[torch.Generator],
-                 device: torch.device | str = "cpu", obs_dtype: torch.dtype = torch.float32, alpha: float = 0.6,
-                 beta_start: float = 0.4, beta_anneal_steps: Optional[int] = None, priority_eps: float = 1e-6):
+    def __init__(
+        self,
+        agents: int,
+        capacity: int,
+        obs_shape: Sequence[int],
+        generators: Sequence[torch.Generator],
+        device: torch.device | str = "cpu",
+        obs_dtype: torch.dtype = torch.float32,
+        alpha: float = 0.6,
+        beta_start: float = 0.4,
+        beta_anneal_steps: int | None = None,
+        priority_eps: float = 1e-6,
+    ):
         super().__init__(agents, capacity, obs_shape, generators, device, obs_dtype)
         self._setup_priorities(agents, alpha, beta_start, beta_anneal_steps, priority_eps)

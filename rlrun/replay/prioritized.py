@@ -11,8 +11,6 @@ in its own agent's tree with its own max priority.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from rlrun.replay.sumtree import SumTree
@@ -26,21 +24,22 @@ class Prioritized:
     device: torch.device
     capacity: int
 
-    def _setup_priorities(self, agents: Optional[int], alpha: float, beta_start: float,
-                          beta_anneal_steps: Optional[int], priority_eps: float) -> None:
+    def _setup_priorities(
+        self, agents: int | None, alpha: float, beta_start: float, beta_anneal_steps: int | None, priority_eps: float
+    ) -> None:
         self.alpha, self.beta_start, self.beta_anneal_steps = alpha, beta_start, beta_anneal_steps
         self.priority_eps = priority_eps
         self.tree = SumTree(self.capacity, self.device, trees=agents or 1)
         self.max_priority = torch.ones(() if agents is None else (agents,), dtype=torch.float64, device=self.device)
         # New transitions wait here (tree row or None, slots, priority) until the next read: the tree walk
         # is paid once per update phase instead of once per env step.
-        self._pending: list[tuple[Optional[torch.Tensor], torch.Tensor, torch.Tensor]] = []
+        self._pending: list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]] = []
 
     def beta(self, step: int, total_steps: int) -> float:
         duration = self.beta_anneal_steps if self.beta_anneal_steps is not None else total_steps
         return min(1.0, self.beta_start + (1.0 - self.beta_start) * step / max(1, duration))
 
-    def _enter(self, slots: torch.Tensor, agent: Optional[torch.Tensor] = None) -> None:
+    def _enter(self, slots: torch.Tensor, agent: torch.Tensor | None = None) -> None:
         """New transitions in `slots` (of agents `agent`) enter at their agent's max priority as of now."""
         prio = self.max_priority.expand(slots.shape[0]) if agent is None else self.max_priority[agent]
         self._pending.append((agent, slots, prio))
@@ -62,7 +61,9 @@ class Prioritized:
         u = self._uniforms(batch_size)  # type: ignore[attr-defined]  # float64, (B,) or (K, B): the ring's generators
         mass = (torch.arange(batch_size, device=self.device, dtype=torch.float64) + u) * (total / batch_size)
         size = self._size_tensor()  # type: ignore[attr-defined]  # an int, or (K, 1)
-        idx = torch.minimum(self.tree.find(mass), torch.as_tensor(size - 1, device=self.device))  # round-off at the edge
+        idx = torch.minimum(
+            self.tree.find(mass), torch.as_tensor(size - 1, device=self.device)
+        )  # round-off at the edge
         weights = (size * (self.tree.leaf_values(idx) / total)) ** (-beta)
         return idx, (weights / weights.max(dim=-1, keepdim=True).values).float()
 
@@ -81,10 +82,10 @@ class Prioritized:
         priorities = td_errors.detach().abs().to(torch.float64) + self.priority_eps
         self.max_priority = torch.maximum(self.max_priority, priorities.max(dim=-1).values)
         if indices.dim() == 1:
-            self.tree.update(indices, priorities ** self.alpha)
+            self.tree.update(indices, priorities**self.alpha)
         else:
             rows = torch.arange(indices.shape[0], device=self.device).unsqueeze(1).expand_as(indices)
-            self.tree.update(indices.flatten(), (priorities ** self.alpha).flatten(), rows.flatten())
+            self.tree.update(indices.flatten(), (priorities**self.alpha).flatten(), rows.flatten())
 
     def stats(self) -> dict[str, torch.Tensor]:
         """Priority statistics over the stored transitions (p^alpha, as sampled): scalars for one agent,
@@ -96,9 +97,12 @@ class Prioritized:
         p = torch.where(torch.arange(filled, device=self.device) < sizes.unsqueeze(1), p, torch.zeros_like(p))
         n = sizes.to(p.dtype)
         total = p.sum(dim=1)
-        stats = {"priority_max": p.max(dim=1).values, "priority_mean": total / n,
-                 # Kish effective sample size of P, as a fraction of N: 1 = uniform, -> 1/N = one transition.
-                 "ess_fraction": total * total / (n * (p * p).sum(dim=1))}
+        stats = {
+            "priority_max": p.max(dim=1).values,
+            "priority_mean": total / n,
+            # Kish effective sample size of P, as a fraction of N: 1 = uniform, -> 1/N = one transition.
+            "ess_fraction": total * total / (n * (p * p).sum(dim=1)),
+        }
         return stats if self.max_priority.dim() == 1 else {k: v[0] for k, v in stats.items()}
 
     def state_dict(self, include_storage: bool = True) -> dict:

@@ -11,8 +11,6 @@ Indices without a tree axis ((B,) instead of (K, B)) address tree 0: the single-
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import torch
 
@@ -39,7 +37,7 @@ class SumTree:
         """(K, size): the first `size` leaves of every tree."""
         return self.tree[:, self.leaves : self.leaves + size]
 
-    def update(self, idx: torch.Tensor, values: torch.Tensor, tree: Optional[torch.Tensor] = None) -> None:
+    def update(self, idx: torch.Tensor, values: torch.Tensor, tree: torch.Tensor | None = None) -> None:
         """Set leaf idx[i] (of tree tree[i]; tree 0 when None) to values[i], flat (N,) tensors, and
         recompute the sums above. Repeated parents just recompute the same sum."""
         if self._np is not None:

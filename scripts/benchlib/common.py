@@ -12,9 +12,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout these scripts belong to: `compare`'s current tree
 COMMAND = "python " + shlex.join(sys.argv)
@@ -23,6 +24,7 @@ QUIET = ["eval.interval=0", "log.plot=false", "checkpoint.every=0"]  # the train
 
 # --- shared: running, timing, alternating, reporting ------------------------------------------------------
 
+
 @dataclass
 class Run:
     wall: float  # seconds until the last process exited, start-up included
@@ -30,11 +32,11 @@ class Run:
     summary: dict = field(default_factory=dict)  # the run's summary.json, where there is one
 
 
-def run_processes(cmds: Sequence[Sequence[str]], cwd: Optional[Path] = None,
-                  env: Optional[dict[str, str]] = None) -> Run:
+def run_processes(cmds: Sequence[Sequence[str]], cwd: Path | None = None, env: dict[str, str] | None = None) -> Run:
     """Start the commands side by side and wait for all of them; stops the benchmark if one fails."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
-    errs = [tempfile.TemporaryFile() for _ in cmds]  # files, not pipes: a chatty stderr cannot block the run
+    # Files, not pipes: a chatty stderr cannot block the run. Closed below, after the runs.
+    errs = [tempfile.TemporaryFile() for _ in cmds]  # noqa: SIM115
     start = time.perf_counter()
     procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=e, cwd=cwd, env=env) for c, e in zip(cmds, errs)]
     rss = 0.0
@@ -48,8 +50,9 @@ def run_processes(cmds: Sequence[Sequence[str]], cwd: Optional[Path] = None,
             if p.returncode != 0:
                 e.seek(0)
                 tail = e.read().decode(errors="replace")[-3000:]
-                raise SystemExit(f"run failed (exit {p.returncode}) in {cwd or os.getcwd()}:\n{shlex.join(cmd)}\n"
-                                 f"{tail}")
+                raise SystemExit(
+                    f"run failed (exit {p.returncode}) in {cwd or os.getcwd()}:\n{shlex.join(cmd)}\n{tail}"
+                )
     finally:
         for e in errs:
             e.close()
@@ -68,8 +71,9 @@ def train_cmd(overrides: Sequence[str], run_dir: str) -> list[str]:
     return [sys.executable, "-m", "rlrun.train", *overrides, f"hydra.run.dir={run_dir}"]
 
 
-def train_run(overrides: Sequence[str], prefix: Sequence[str] = (), cwd: Optional[Path] = None,
-              env: Optional[dict[str, str]] = None) -> Run:
+def train_run(
+    overrides: Sequence[str], prefix: Sequence[str] = (), cwd: Path | None = None, env: dict[str, str] | None = None
+) -> Run:
     """One `python -m rlrun.train` process into a temporary run dir, with the summary.json it wrote."""
     with tempfile.TemporaryDirectory() as out:
         run = run_processes([[*prefix, *train_cmd(overrides, out)]], cwd=cwd, env=env)
@@ -84,7 +88,7 @@ def alternate(contestants: dict[str, Callable[[], Any]], rounds: int) -> dict[st
     goes to stderr."""
     results: dict[str, list[Any]] = {name: [] for name in contestants}
     for r in range(rounds):
-        for name in (list(contestants) if r % 2 == 0 else list(reversed(contestants))):
+        for name in list(contestants) if r % 2 == 0 else list(reversed(contestants)):
             results[name].append(contestants[name]())
         shown = {k: [round(v.wall if isinstance(v, Run) else v, 1) for v in vs] for k, vs in results.items()}
         print(f"round {r + 1}/{rounds}: {shown}", file=sys.stderr, flush=True)
@@ -99,8 +103,9 @@ def hardware() -> str:
         cpu = platform.processor() or platform.machine()
     text = f"{cpu}, {os.cpu_count()} logical cores"
     if shutil.which("nvidia-smi"):
-        gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], check=False,
-                              capture_output=True, text=True).stdout.split("\n")
+        gpus = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], check=False, capture_output=True, text=True
+        ).stdout.split("\n")
         text += "".join(f"; GPU {g.strip()}" for g in gpus if g.strip())
     return text
 
@@ -114,8 +119,9 @@ def pinning(parallel: bool = False) -> str:
     return "not pinned: for steadier figures, `taskset -c 0 python scripts/bench.py ...` with core 0 otherwise idle"
 
 
-def report(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]], notes: Sequence[str] = (),
-           pin: Optional[str] = None) -> None:
+def report(
+    title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]], notes: Sequence[str] = (), pin: str | None = None
+) -> None:
     """The result as a Markdown table under the date, the hardware and the command that produced it."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]

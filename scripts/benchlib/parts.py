@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from benchlib.common import report
 
 # --- per, switches, memory: parts in this process ----------------------------------------------------------
+
 
 def _learner_and_buffer(kind: str, capacity: int, device, fill: int):
     import torch
@@ -19,8 +21,9 @@ def _learner_and_buffer(kind: str, capacity: int, device, fill: int):
 
     torch.manual_seed(0)
     net = QNetwork(4, 2, hidden_sizes=[128, 128], layer_norm=True).to(device)
-    learner = DQNLearner(net, torch.optim.Adam(net.parameters(), lr=1e-3, fused=True), loss="mse", tau=0.05,
-                         on_nonfinite="off")
+    learner = DQNLearner(
+        net, torch.optim.Adam(net.parameters(), lr=1e-3, fused=True), loss="mse", tau=0.05, on_nonfinite="off"
+    )
     buf = (PrioritizedReplayBuffer if kind == "per" else ReplayBuffer)(capacity, (4,), device=device)
     chunk = 10_000
     for i in range(0, fill, chunk):
@@ -52,7 +55,7 @@ def per(args) -> None:
         _, buf = _learner_and_buffer("per", capacity, device, capacity)
         td = torch.rand(128, device=device)
 
-        def sample_update():
+        def sample_update(buf=buf, td=td):
             b = buf.sample(128, 0.5)
             buf.update_priorities(b.indices, td)
 
@@ -62,7 +65,7 @@ def per(args) -> None:
     for kind in ("uniform", "per"):
         learner, buf = _learner_and_buffer(kind, 100_000, device, 100_000)
 
-        def step():
+        def step(buf=buf, learner=learner):
             b = buf.sample(128, 0.5)
             m = learner.update(b)
             buf.update_priorities(b.indices, m["priority"])
@@ -70,8 +73,12 @@ def per(args) -> None:
         step_time[kind] = t = _seconds_per_call(step, 300, sync)
         rows.append([f"{kind}: sample + gradient step + priorities, 100,000 stored", f"{t * 1e6:.1f}", f"{1 / t:,.0f}"])
     rows.append(["PER / uniform, time per update", f"{step_time['per'] / step_time['uniform']:.2f}x", ""])
-    report(f"per: prioritized replay costs, device={args.device}, one thread",
-           ["what", "us per call", "updates/s"], rows, ["means over 200-300 calls after 10 warm-up calls"])
+    report(
+        f"per: prioritized replay costs, device={args.device}, one thread",
+        ["what", "us per call", "updates/s"],
+        rows,
+        ["means over 200-300 calls after 10 warm-up calls"],
+    )
 
 
 def switches(args) -> None:
@@ -88,8 +95,12 @@ def switches(args) -> None:
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     variants: dict[str, dict[str, Any]] = {
-        "plain": {}, "amp=bf16": {"amp": "bf16"}, "amp=fp16": {"amp": "fp16"}, "compile": {"compile": True},
-        "cuda_graphs": {"compile": True, "compile_mode": "reduce-overhead"}}
+        "plain": {},
+        "amp=bf16": {"amp": "bf16"},
+        "amp=fp16": {"amp": "fp16"},
+        "compile": {"compile": True},
+        "cuda_graphs": {"compile": True, "compile_mode": "reduce-overhead"},
+    }
     sizes = [([128, 128], 128), ([1024, 1024], 1024)]
     if device.type != "cuda":
         variants.pop("cuda_graphs")
@@ -105,14 +116,25 @@ def switches(args) -> None:
             net = QNetwork(4, 2, hidden_sizes=hidden, layer_norm=True).to(device)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                learner = DQNLearner(net, torch.optim.Adam(net.parameters(), lr=1e-3, fused=True), loss="mse",
-                                     tau=0.05, on_nonfinite="off", **kw)
+                learner = DQNLearner(
+                    net,
+                    torch.optim.Adam(net.parameters(), lr=1e-3, fused=True),
+                    loss="mse",
+                    tau=0.05,
+                    on_nonfinite="off",
+                    **kw,
+                )
                 buf = ReplayBuffer(100_000, (4,), device=device)
                 n = 100_000
-                buf.add(torch.randn(n, 4), torch.randint(0, 2, (n,)), torch.randn(n), torch.randn(n, 4),
-                        torch.full((n,), 0.99))
+                buf.add(
+                    torch.randn(n, 4),
+                    torch.randint(0, 2, (n,)),
+                    torch.randn(n),
+                    torch.randn(n, 4),
+                    torch.full((n,), 0.99),
+                )
 
-                def step():
+                def step(learner=learner, buf=buf, batch=batch):
                     learner.update(buf.sample(batch))
 
                 start = time.perf_counter()
@@ -121,15 +143,30 @@ def switches(args) -> None:
                 sync()
                 warm = time.perf_counter() - start
                 t = _seconds_per_call(step, 300, sync)
-            fell_back = [str(w.message)[:100] for w in caught
-                         if "device." in str(w.message) or "torch.compile failed" in str(w.message)]
+            fell_back = [
+                str(w.message)[:100]
+                for w in caught
+                if "device." in str(w.message) or "torch.compile failed" in str(w.message)
+            ]
             base = base or t
-            rows.append([str(hidden), batch, name, f"{t * 1e6:.1f}", f"{base / t:.2f}x", f"{warm:.1f}",
-                         "FELL BACK: " + fell_back[0] if fell_back else ""])
+            rows.append(
+                [
+                    str(hidden),
+                    batch,
+                    name,
+                    f"{t * 1e6:.1f}",
+                    f"{base / t:.2f}x",
+                    f"{warm:.1f}",
+                    "FELL BACK: " + fell_back[0] if fell_back else "",
+                ]
+            )
             print(f"{hidden} {batch} {name}: {t * 1e6:.1f} us", file=sys.stderr, flush=True)
-    report(f"switches: us per gradient step, device={args.device}",
-           ["hidden", "batch", "switch", "us/update", "vs plain", "warm-up s", "note"], rows,
-           ["means over 300 steps after a 30-step warm-up (compilation, graph capture)"])
+    report(
+        f"switches: us per gradient step, device={args.device}",
+        ["hidden", "batch", "switch", "us/update", "vs plain", "warm-up s", "note"],
+        rows,
+        ["means over 300 steps after a 30-step warm-up (compilation, graph capture)"],
+    )
 
 
 def memory(args) -> None:
@@ -161,9 +198,15 @@ def memory(args) -> None:
     frame_bytes, index_bytes = tensor_bytes(frames), tensor_bytes(buf)
     naive = capacity * 2 * 4 * 84 * 84  # obs and next_obs as stacked uint8 frames
     gib = lambda b: f"{b / 2**30:.2f}"  # noqa: E731
-    rows = [["frames, each stored once", gib(frame_bytes)],
-            ["transitions (frame indices, actions, rewards, ...)", gib(index_bytes)],
-            ["total", gib(frame_bytes + index_bytes)],
-            ["storing stacked obs and next_obs instead", gib(naive)]]
-    report(f"memory: a {capacity:,}-transition Atari replay (84x84 frames, stack 4)", ["part", "GiB"], rows,
-           pin="not a timing")
+    rows = [
+        ["frames, each stored once", gib(frame_bytes)],
+        ["transitions (frame indices, actions, rewards, ...)", gib(index_bytes)],
+        ["total", gib(frame_bytes + index_bytes)],
+        ["storing stacked obs and next_obs instead", gib(naive)],
+    ]
+    report(
+        f"memory: a {capacity:,}-transition Atari replay (84x84 frames, stack 4)",
+        ["part", "GiB"],
+        rows,
+        pin="not a timing",
+    )
