@@ -2,7 +2,7 @@
 #   docker build -t rlrun .
 #   docker run --gpus all --rm -v "$PWD/outputs:/home/rlrun/app/outputs" rlrun python -m rlrun.train device=cuda
 # torch comes from PyPI: its Linux wheels bundle the CUDA runtime, so the host needs only the NVIDIA driver.
-# The pin is the torch release the test suite runs on, which is rlrun's floor (README, "Reliability").
+# The pin is the torch release the test suite runs on, which is rlrun's floor (docs/reliability.md).
 FROM python:3.11-slim
 
 RUN useradd --create-home --uid 1000 rlrun

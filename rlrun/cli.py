@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -23,7 +23,7 @@ from rlrun.run import train
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rlrun.conf", config_name="config")
-def hydra_main(cfg: DictConfig) -> Optional[float]:
+def hydra_main(cfg: DictConfig) -> float | None:
     """Returns the objective that sweepers (Optuna) optimise: the final 100-episode mean training return."""
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
@@ -47,8 +47,11 @@ def main() -> None:
     except REFUSED as e:
         fail(EXIT_CONFIG, str(e))
     except OSError as e:
-        fail(EXIT_OS, f"cannot create the run directory ({e}); choose another with hydra.run.dir=... "
-                      "(or hydra.sweep.dir=... for -m)")
+        fail(
+            EXIT_OS,
+            f"cannot create the run directory ({e}); choose another with hydra.run.dir=... "
+            "(or hydra.sweep.dir=... for -m)",
+        )
     if plan is not None and plan.resume is not None:
         resume(plan.resume, plan.resume_overrides)
         return

@@ -21,19 +21,26 @@ def version(package: str) -> str:
 
 REQUIRED = ("gymnasium", "hydra-core", "omegaconf", "tensorboard", "numpy", "filelock")
 # Optional packages by the extra that installs them (`pip install -e ".[extra]"`).
-OPTIONAL = {"sweep": ("hydra-joblib-launcher", "hydra-submitit-launcher", "hydra-optuna-sweeper"),
-            "ray": ("hydra-ray-launcher",), "atari": ("ale-py", "opencv-python-headless"),
-            "box2d": ("box2d", "pygame"), "video": ("moviepy",), "notebook": ("nbclient", "nbformat")}
+OPTIONAL = {
+    "sweep": ("hydra-joblib-launcher", "hydra-submitit-launcher", "hydra-optuna-sweeper"),
+    "ray": ("hydra-ray-launcher",),
+    "atari": ("ale-py", "opencv-python-headless"),
+    "box2d": ("box2d", "pygame"),
+    "video": ("moviepy",),
+    "notebook": ("nbclient", "nbformat"),
+}
 
 
 def main() -> int:
     import torch
 
     ok = True
-    rows = [("python", f"{platform.python_version()} ({sys.executable})"),
-            ("torch", f"{torch.__version__} (CUDA build: {torch.version.cuda or 'none'})"),
-            ("cudnn", str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else "unavailable"),
-            ("cpu threads", f"{torch.get_num_threads()} (rlrun uses device.threads, default 1)")]
+    rows = [
+        ("python", f"{platform.python_version()} ({sys.executable})"),
+        ("torch", f"{torch.__version__} (CUDA build: {torch.version.cuda or 'none'})"),
+        ("cudnn", str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else "unavailable"),
+        ("cpu threads", f"{torch.get_num_threads()} (rlrun uses device.threads, default 1)"),
+    ]
     if torch.cuda.is_available():
         n = torch.cuda.device_count()
         rows.append(("gpus", str(n)))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Optional
 
 import gymnasium as gym
 import numpy as np
@@ -23,8 +22,9 @@ def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
 
             gym.register_envs(ale_py)
         except ImportError:
-            raise ConfigError("env.id", env_id, "an installed env: ALE games need the atari extra "
-                              "(pip install -e '.[atari]')") from None
+            raise ConfigError(
+                "env.id", env_id, "an installed env: ALE games need the atari extra (pip install -e '.[atari]')"
+            ) from None
     try:
         return gym.spec(env_id)
     except gym.error.Error as e:
@@ -35,11 +35,16 @@ def check_spaces(envs: gym.vector.VectorEnv, env_id: str) -> None:
     """DQN needs a Discrete action space and a Box observation space (Discrete observations arrive one-hot)."""
     action_space, obs_space = envs.single_action_space, envs.single_observation_space
     if not isinstance(action_space, gym.spaces.Discrete):
-        raise ConfigError("env.id", env_id, f"an env with a Discrete action space (this one has {action_space}; "
-                          "set env.action_bins=N to discretise a continuous one)")
+        raise ConfigError(
+            "env.id",
+            env_id,
+            f"an env with a Discrete action space (this one has {action_space}; "
+            "set env.action_bins=N to discretise a continuous one)",
+        )
     if not isinstance(obs_space, gym.spaces.Box):
-        raise ConfigError("env.id", env_id, "an env with a Box or Discrete observation space "
-                          f"(this one has {obs_space})")
+        raise ConfigError(
+            "env.id", env_id, f"an env with a Box or Discrete observation space (this one has {obs_space})"
+        )
 
 
 def one_hot_discrete(env: gym.Env) -> gym.Env:
@@ -51,14 +56,14 @@ def make_vector_env(
     env_id: str,
     num_envs: int,
     vectorization: str = "sync",
-    max_episode_steps: Optional[int] = None,
+    max_episode_steps: int | None = None,
     gamma: float = 0.99,
     reward_scale: float = 1.0,
     normalize_reward: bool = False,
-    clip_reward: Optional[float] = None,
-    action_bins: Optional[int] = None,
+    clip_reward: float | None = None,
+    action_bins: int | None = None,
     frame_stack: int = 0,
-    atari: Optional[dict] = None,
+    atari: dict | None = None,
     train: bool = True,
 ) -> gym.vector.VectorEnv:
     """A vector env in SAME_STEP autoreset mode with episode statistics.
@@ -79,9 +84,16 @@ def make_vector_env(
 
         gym.register_envs(ale_py)
         kwargs["frameskip"] = 1  # AtariPreprocessing skips (and max-pools) instead
-        wrappers.append(partial(AtariPreprocessing, noop_max=atari["noop_max"], frame_skip=atari["frame_skip"],
-                                screen_size=atari["screen_size"], grayscale_obs=True,
-                                terminal_on_life_loss=train and atari["terminal_on_life_loss"]))
+        wrappers.append(
+            partial(
+                AtariPreprocessing,
+                noop_max=atari["noop_max"],
+                frame_skip=atari["frame_skip"],
+                screen_size=atari["screen_size"],
+                grayscale_obs=True,
+                terminal_on_life_loss=train and atari["terminal_on_life_loss"],
+            )
+        )
     if frame_stack:
         wrappers.append(partial(FrameStackObservation, stack_size=frame_stack))
     envs = gym.make_vec(
@@ -89,7 +101,9 @@ def make_vector_env(
         num_envs=num_envs,
         vectorization_mode=vectorization,
         vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-        wrappers=wrappers,
+        # gymnasium types each wrapper as returning a Wrapper; make_vec only applies `env = w(env)`, and
+        # one_hot_discrete returns the env itself when its observations need nothing.
+        wrappers=wrappers,  # type: ignore[arg-type]
         **kwargs,
     )
     envs = RecordEpisodeStatistics(envs)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -31,8 +31,8 @@ class Plan:
     """What the command will do, once checked: the arguments for Hydra, or a run to resume."""
 
     hydra_argv: list[str]
-    run_dir: Optional[Path] = None  # a single run's directory (claimed), or the run to resume
-    resume: Optional[Path] = None
+    run_dir: Path | None = None  # a single run's directory (claimed), or the run to resume
+    resume: Path | None = None
     resume_overrides: list[str] = field(default_factory=list)
 
 
@@ -45,13 +45,14 @@ def hydra_quote(value: str) -> str:
 
 def one_line(error: BaseException) -> str:
     """A composition error of Hydra or OmegaConf, with its cause, as one line."""
-    parts = []
-    while error is not None and len(parts) < 3:
-        text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    parts: list[str] = []
+    cause: BaseException | None = error
+    while cause is not None and len(parts) < 3:
+        text = " ".join(line.strip() for line in str(cause).splitlines() if line.strip())
         text = re.sub(r"\s*(full_key:|Config search path:).*", "", text)
         if text and text not in parts:
             parts.append(text)
-        error = error.__cause__
+        cause = cause.__cause__
     return ": ".join(parts) or type(error).__name__
 
 
@@ -105,13 +106,14 @@ def job_overrides(overrides: list[str], sweeper: str) -> list[list[str]]:
     except Exception as e:
         raise CompositionError(one_line(e)) from None
     if sweeper != BASIC_SWEEPER:
-        return [[o.input_line for o in parsed if not o.is_sweep_override()]]
+        return [[o.input_line for o in parsed if o.input_line is not None and not o.is_sweep_override()]]
     return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
 def task_config(cfg: DictConfig) -> DictConfig:
     """The run config without Hydra's own node."""
     task = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    assert isinstance(task, DictConfig)
     with open_dict(task):
         task.pop("hydra", None)
     return task
@@ -129,10 +131,18 @@ def check_job(task: DictConfig, probed: dict) -> None:
     if key in probed:
         return
     env_spec(e.id)
-    atari = None if e.atari is None else OmegaConf.to_container(e.atari)
+    atari = None if e.atari is None else dict(e.atari)  # its values are plain ints and bools
     try:
-        envs = make_vector_env(e.id, 1, "sync", e.max_episode_steps, action_bins=e.action_bins,
-                               frame_stack=e.frame_stack, atari=atari, train=False)
+        envs = make_vector_env(
+            e.id,
+            1,
+            "sync",
+            e.max_episode_steps,
+            action_bins=e.action_bins,
+            frame_stack=e.frame_stack,
+            atari=atari,
+            train=False,
+        )
     except Exception as err:  # a missing dependency, bad kwargs for this env
         raise ConfigError("env.id", e.id, f"an env that can be made with these settings ({one_line(err)})") from None
     try:
@@ -142,14 +152,23 @@ def check_job(task: DictConfig, probed: dict) -> None:
     probed[key] = True
 
 
-def plan(argv: list[str]) -> Optional[Plan]:
+def plan(argv: list[str]) -> Plan | None:
     """Check the command line; claim its run directory. None: not a run (help, --cfg, ...), Hydra does it.
     Raises ConfigError or RunDirError (exit 2), OSError (exit 4)."""
     from hydra._internal.utils import get_args_parser
 
     args = get_args_parser().parse_args(argv)
-    if (args.help or args.hydra_help or args.cfg or args.info or args.shell_completion or args.config_path
-            or args.config_name or args.config_dir or args.experimental_rerun):
+    if (
+        args.help
+        or args.hydra_help
+        or args.cfg
+        or args.info
+        or args.shell_completion
+        or args.config_path
+        or args.config_name
+        or args.config_dir
+        or args.experimental_rerun
+    ):
         return None
     overrides = list(args.overrides)
     try:
@@ -157,15 +176,21 @@ def plan(argv: list[str]) -> Optional[Plan]:
     except CompositionError as e:
         resumes = [o.split("=", 1)[1] for o in overrides if o.startswith("resume=")]
         if resumes:  # a path the override grammar cannot spell
-            raise CompositionError(f"{e.allowed}; to resume a run whose path has '=', spaces or quotes, use "
-                                   f"{rundir.resume_command(Path(resumes[0]))}") from None
+            raise CompositionError(
+                f"{e.allowed}; to resume a run whose path has '=', spaces or quotes, use "
+                f"{rundir.resume_command(Path(resumes[0]))}"
+            ) from None
         raise
     multirun = args.multirun or base.hydra.mode == RunMode.MULTIRUN
     if not multirun:
         task = task_config(base)
         if task.resume is not None:  # continue that run in its own directory, without Hydra's app
-            return Plan([], run_dir=Path(task.resume), resume=Path(task.resume),
-                        resume_overrides=[o for o in overrides if not o.lstrip("+~").startswith(("resume=", "hydra"))])
+            return Plan(
+                [],
+                run_dir=Path(task.resume),
+                resume=Path(task.resume),
+                resume_overrides=[o for o in overrides if not o.lstrip("+~").startswith(("resume=", "hydra"))],
+            )
         check_job(task, {})
         run_dir = Path(str(base.hydra.run.dir))
         rundir.check_new(run_dir)

@@ -16,7 +16,7 @@ import json
 import logging
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -53,8 +53,13 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     summary = json.loads(summary_file.read_text()) if summary_file.exists() else {"status": "incomplete"}
     pairs = dict(o.lstrip("+~").split("=", 1) for o in overrides or [] if "=" in o)
     pairs.pop("seed", None)
-    row = {"job": str(run_dir), "configuration": " ".join(f"{k}={v}" for k, v in sorted(pairs.items())) or "(defaults)",
-           "overrides": pairs, "status": summary.get("status"), "error": summary.get("error")}
+    row = {
+        "job": str(run_dir),
+        "configuration": " ".join(f"{k}={v}" for k, v in sorted(pairs.items())) or "(defaults)",
+        "overrides": pairs,
+        "status": summary.get("status"),
+        "error": summary.get("error"),
+    }
     row.update({f"cfg.{k}": v for k, v in _flatten(cfg).items()})
     row.update({k: v for k, v in summary.items() if k not in ("status", "error")})
     return row
@@ -97,7 +102,9 @@ def load_curves(root: Path, tag: str = CURVE_TAG) -> pd.DataFrame:
     runs = load_sweep(root)
     for row in runs[runs["status"].isin(["finished", "solved"])].itertuples() if not runs.empty else []:
         frames.append(load_curve(Path(row.job), tag).assign(job=row.job, configuration=row.configuration))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["step", "value", "job", "configuration"])
+    if not frames:
+        return pd.DataFrame(columns=["step", "value", "job", "configuration"])
+    return pd.concat(frames, ignore_index=True)
 
 
 def _bootstrap_ci(x: np.ndarray, seed: int = 0) -> tuple[float, float]:
@@ -115,21 +122,23 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
         final = g["final_mean_return_100"].astype(float).dropna().to_numpy()
         solved = g["solved_step"].dropna().astype(float).to_numpy()
         lo, hi = _bootstrap_ci(final)
-        rows.append({
-            "configuration": config,
-            "seeds": len(g),
-            "final_return_mean": float(final.mean()) if len(final) else np.nan,
-            "final_return_ci95_low": lo,
-            "final_return_ci95_high": hi,
-            "final_return_iqm": float(stats.trim_mean(final, 0.25)) if len(final) else np.nan,
-            "steps_to_solve_median": float(np.median(solved)) if len(solved) else np.nan,
-            "solved": f"{len(solved)}/{len(g)}",
-            "wall_time_s_mean": float(g["wall_time_s"].astype(float).mean()),
-        })
+        rows.append(
+            {
+                "configuration": config,
+                "seeds": len(g),
+                "final_return_mean": float(final.mean()) if len(final) else np.nan,
+                "final_return_ci95_low": lo,
+                "final_return_ci95_high": hi,
+                "final_return_iqm": float(stats.trim_mean(final, 0.25)) if len(final) else np.nan,
+                "steps_to_solve_median": float(np.median(solved)) if len(solved) else np.nan,
+                "solved": f"{len(solved)}/{len(g)}",
+                "wall_time_s_mean": float(g["wall_time_s"].astype(float).mean()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def plot_curves(curves: pd.DataFrame, path: Path, points: int = 100) -> Optional[Path]:
+def plot_curves(curves: pd.DataFrame, path: Path, points: int = 100) -> Path | None:
     if curves.empty:
         return None
     import matplotlib
@@ -140,8 +149,9 @@ def plot_curves(curves: pd.DataFrame, path: Path, points: int = 100) -> Optional
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for config, g in curves.groupby("configuration", sort=True):
         grid = np.linspace(0, g["step"].max(), points)
-        per_seed = np.stack([np.interp(grid, c["step"], c["value"], left=np.nan)
-                             for _, c in g.groupby("job") if len(c)])
+        per_seed = np.stack(
+            [np.interp(grid, c["step"], c["value"], left=np.nan) for _, c in g.groupby("job") if len(c)]
+        )
         with warnings.catch_warnings():  # grid points before a seed's first episode are NaN
             warnings.simplefilter("ignore", RuntimeWarning)
             mean = np.nanmean(per_seed, axis=0)
@@ -149,8 +159,9 @@ def plot_curves(curves: pd.DataFrame, path: Path, points: int = 100) -> Optional
         if len(per_seed) >= 2:
             ok = ~np.isnan(per_seed).any(axis=0) & (per_seed.std(axis=0) > 0)
             if ok.any():
-                ci = stats.bootstrap((per_seed[:, ok],), np.mean, axis=0, n_resamples=1000,
-                                     rng=np.random.default_rng(0)).confidence_interval
+                ci = stats.bootstrap(
+                    (per_seed[:, ok],), np.mean, axis=0, n_resamples=1000, rng=np.random.default_rng(0)
+                ).confidence_interval
                 ax.fill_between(grid[ok], ci.low, ci.high, alpha=0.2)
     ax.set_xlabel("env step")
     ax.set_ylabel("100-episode mean return")
@@ -172,11 +183,21 @@ def write_report(root: Path) -> str:
     lines = [f"# Sweep report: {root}", "", f"{len(runs)} jobs, {len(table)} configurations.", ""]
     if not table.empty:
         shown = table.copy()
-        shown["final return (95% CI)"] = [f"{m:.1f} [{lo:.1f}, {hi:.1f}]" for m, lo, hi in
-                                          zip(table.final_return_mean, table.final_return_ci95_low,
-                                              table.final_return_ci95_high)]
-        shown = shown[["configuration", "seeds", "final return (95% CI)", "final_return_iqm",
-                       "steps_to_solve_median", "solved", "wall_time_s_mean"]]
+        shown["final return (95% CI)"] = [
+            f"{m:.1f} [{lo:.1f}, {hi:.1f}]"
+            for m, lo, hi in zip(table.final_return_mean, table.final_return_ci95_low, table.final_return_ci95_high)
+        ]
+        shown = shown[
+            [
+                "configuration",
+                "seeds",
+                "final return (95% CI)",
+                "final_return_iqm",
+                "steps_to_solve_median",
+                "solved",
+                "wall_time_s_mean",
+            ]
+        ]
         lines.append(shown.to_markdown(index=False, floatfmt=".1f"))
     failed = runs[~runs["status"].isin(["finished", "solved"])]
     if not failed.empty:
@@ -188,9 +209,10 @@ def write_report(root: Path) -> str:
     return text
 
 
-def main(argv: Optional[list[str]] = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m rlrun.report", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(
+        prog="python -m rlrun.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("sweep_dir", type=Path)
     args = p.parse_args(argv)
     if not args.sweep_dir.is_dir():

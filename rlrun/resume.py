@@ -26,15 +26,15 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from rlrun import checkpoint as ckpt
-from rlrun import preflight, rundir
+from rlrun import checkpoint as ckpt, preflight, rundir
 from rlrun.jobs import run_job
 from rlrun.run import train
-from rlrun.validate import from_saved
-from rlrun.validate import ConfigError
+from rlrun.validate import ConfigError, from_saved
 
-USAGE = ("usage: python -m rlrun.resume <run dir> [overrides]\n"
-         "  overrides may set total_steps, stop_on_solve, log.*, eval.*, checkpoint.*, device.*")
+USAGE = (
+    "usage: python -m rlrun.resume <run dir> [overrides]\n"
+    "  overrides may set total_steps, stop_on_solve, log.*, eval.*, checkpoint.*, device.*"
+)
 
 # Keys a resumed run may change: they do not change the experiment, only its length and reporting.
 RESUME_SAFE = ("total_steps", "stop_on_solve", "log", "eval", "checkpoint", "device", "resume")
@@ -51,8 +51,12 @@ def resume_config(run_dir: Path, saved: DictConfig, overrides: list[str], compos
             if top != "resume":
                 OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
         elif OmegaConf.select(composed, key) != OmegaConf.select(cfg, key):
-            raise ConfigError(key, override.partition("=")[2], f"only the saved value when resuming {run_dir}, as it "
-                              f"changes the experiment (a resume may change {', '.join(RESUME_SAFE[:-1])})")
+            raise ConfigError(
+                key,
+                override.partition("=")[2],
+                f"only the saved value when resuming {run_dir}, as it "
+                f"changes the experiment (a resume may change {', '.join(RESUME_SAFE[:-1])})",
+            )
     return cfg
 
 
@@ -65,8 +69,10 @@ def load_checkpoint(run_dir: Path) -> tuple[DictConfig, dict[str, Any]]:
     except ckpt.CheckpointError as e:
         raise ConfigError("resume", str(run_dir), f"a run with a loadable checkpoint ({e})") from None
     if path.name != ckpt.LATEST:
-        print(f"rlrun: warning: {run_dir / ckpt.LATEST} is damaged; resuming from {path.name} "
-              f"(step {state['step']})", file=sys.stderr)
+        print(
+            f"rlrun: warning: {run_dir / ckpt.LATEST} is damaged; resuming from {path.name} (step {state['step']})",
+            file=sys.stderr,
+        )
     try:
         return from_saved(state["config"]), state
     except ConfigError as e:
@@ -92,6 +98,7 @@ def log_to(run_dir: Path) -> None:
 
 def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     """Continue the run in `run_dir`; exits with the codes of `rlrun.cli` when it cannot."""
+
     def job() -> dict[str, Any]:
         if not run_dir.is_dir() or not rundir.holds_run(run_dir):
             raise ConfigError("resume", str(run_dir), "an existing run directory of rlrun")

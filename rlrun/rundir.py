@@ -15,8 +15,9 @@ import contextlib
 import errno
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from filelock import FileLock, Timeout
 
@@ -52,11 +53,15 @@ def check_new(path: Path) -> None:
     if not path.is_dir():
         raise RunDirError(f"{path} is a file, not a run directory; choose another hydra.run.dir")
     if holds_run(path):
-        raise RunDirError(f"{path} already holds a run; a new run never reuses it. Continue that run with "
-                          f"{resume_command(path)}, or choose a new hydra.run.dir")
+        raise RunDirError(
+            f"{path} already holds a run; a new run never reuses it. Continue that run with "
+            f"{resume_command(path)}, or choose a new hydra.run.dir"
+        )
     if any(p.name != LOCK_NAME for p in path.iterdir()):
-        raise RunDirError(f"{path} is not empty, and a run never writes over files it did not make; "
-                          "choose a new or empty hydra.run.dir")
+        raise RunDirError(
+            f"{path} is not empty, and a run never writes over files it did not make; "
+            "choose a new or empty hydra.run.dir"
+        )
 
 
 class _Owned:
@@ -144,8 +149,11 @@ def open_atomic(path: Path, mode: str = "wb") -> Iterator[IO]:
         tmp.unlink(missing_ok=True)
         if isinstance(e, RuntimeError):  # "PytorchStreamWriter failed writing file ...: file write failed"
             free = shutil.disk_usage(path.parent).free
-            raise OSError(errno.EIO, f"writing {path.name} failed with {free / 2**20:.1f} MiB free on its disk "
-                                     f"(torch: {str(e).splitlines()[0]})") from None
+            raise OSError(
+                errno.EIO,
+                f"writing {path.name} failed with {free / 2**20:.1f} MiB free on its disk "
+                f"(torch: {str(e).splitlines()[0]})",
+            ) from None
         raise
     os.replace(tmp, path)
 

@@ -27,8 +27,13 @@ def _stop_now(signum: int, frame: Any) -> None:
     kept = [path for path in owned if (path / "checkpoint.pt").exists()]
     removed = [path for path in owned if rundir.discard_unstarted(path, release=False)]
     if kept:
-        message, code = (f"stopped by {name}; the last checkpoint in {kept[0]} is kept. Continue with: "
-                         f"{rundir.resume_command(kept[0])}"), EXIT_PREEMPTED
+        message, code = (
+            (
+                f"stopped by {name}; the last checkpoint in {kept[0]} is kept. Continue with: "
+                f"{rundir.resume_command(kept[0])}"
+            ),
+            EXIT_PREEMPTED,
+        )
     elif in_sweep:
         message, code = f"sweep stopped by {name}; the jobs it ran are kept", 128 + signum
     else:

@@ -26,15 +26,25 @@ def test_every_env_option_trains_a_tiny_budget(tmp_path, compose, option):
         extra = ["network=cnn", "buffer.capacity=1000", "algo.batch_size=32", "env.max_episode_steps=400"]
     import rlrun.train as rt
 
-    cfg = compose(f"env={option}", "total_steps=400", "algo.learning_starts=200", "eval.interval=400",
-                  "eval.episodes=1", "log.plot=false", "log.progress_bar=false", "log.interval=200", *extra)
+    cfg = compose(
+        f"env={option}",
+        "total_steps=400",
+        "algo.learning_starts=200",
+        "eval.interval=400",
+        "eval.episodes=1",
+        "log.plot=false",
+        "log.progress_bar=false",
+        "log.interval=200",
+        *extra,
+    )
     summary = rt.train(cfg, tmp_path)
     assert summary["env_steps"] == 400
 
 
 CONF = Path(rlrun.__file__).parent / "conf"
-PRESETS = ([f"+experiment={p.stem}" for p in sorted((CONF / "experiment").glob("*.yaml"))]
-           + [f"env={p.stem}" for p in sorted((CONF / "env").glob("*.yaml"))])
+PRESETS = [f"+experiment={p.stem}" for p in sorted((CONF / "experiment").glob("*.yaml"))] + [
+    f"env={p.stem}" for p in sorted((CONF / "env").glob("*.yaml"))
+]
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -47,9 +57,19 @@ def test_every_preset_composes_and_trains_a_tiny_budget(tmp_path, compose, prese
         pytest.importorskip("cv2")
     if cfg.env.id.startswith("LunarLander"):
         pytest.importorskip("Box2D")
-    cfg = compose(preset, "total_steps=300", "algo.learning_starts=100", "algo.batch_size=32",
-                  "buffer.capacity=1000", "eval.interval=0", "log.plot=false", "log.progress_bar=false",
-                  "log.interval=100", "checkpoint.every=0", "env.max_episode_steps=150")
+    cfg = compose(
+        preset,
+        "total_steps=300",
+        "algo.learning_starts=100",
+        "algo.batch_size=32",
+        "buffer.capacity=1000",
+        "eval.interval=0",
+        "log.plot=false",
+        "log.progress_bar=false",
+        "log.interval=100",
+        "checkpoint.every=0",
+        "env.max_episode_steps=150",
+    )
     steps = rt.train(cfg, tmp_path)["env_steps"]
     assert 300 <= steps < 300 + cfg.env.num_envs  # whole vector steps
 
@@ -75,15 +95,11 @@ def test_two_dimensional_box_enumerates_combinations_row_major():
 
 
 def test_discretising_a_discrete_env_is_a_config_error(compose):
-    import rlrun.train as rt
-
     with pytest.raises(ConfigError, match="env.action_bins=5"):
         build(compose("env.action_bins=5"))
 
 
 def test_continuous_env_without_bins_names_the_fix(compose):
-    import rlrun.train as rt
-
     with pytest.raises(ConfigError, match="set env.action_bins=N"):
         build(compose("env=pendulum", "env.action_bins=null"))
 

@@ -26,9 +26,19 @@ PRESET_BARS = [("pendulum", -200, 100_000), ("mountaincar", -110, 300_000), ("lu
 
 def run(tmp_path, overrides, seed, threshold, budget):
     with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
-        cfg = compose("config", overrides=[*overrides, f"seed={seed}", f"total_steps={budget}",
-                                           f"env.reward_threshold={threshold}", "stop_on_solve=true",
-                                           "eval.interval=0", "log.plot=false", "log.progress_bar=false"])
+        cfg = compose(
+            "config",
+            overrides=[
+                *overrides,
+                f"seed={seed}",
+                f"total_steps={budget}",
+                f"env.reward_threshold={threshold}",
+                "stop_on_solve=true",
+                "eval.interval=0",
+                "log.plot=false",
+                "log.progress_bar=false",
+            ],
+        )
     out = tmp_path / f"seed{seed}"
     out.mkdir()
     return rt.train(cfg, out)
@@ -42,7 +52,9 @@ def test_pendulum_preset_reaches_minus_400_quickly(tmp_path):
     assert summary["solved_step"] is not None, summary
 
 
-@pytest.mark.parametrize("overrides,threshold,budget", QUICK, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+@pytest.mark.parametrize(
+    "overrides,threshold,budget", QUICK, ids=lambda v: " ".join(v) if isinstance(v, list) else None
+)
 def test_reaches_threshold_within_budget(tmp_path, overrides, threshold, budget):
     summary = run(tmp_path, overrides, 0, threshold, budget)
     assert summary["solved_step"] is not None, summary

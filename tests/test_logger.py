@@ -7,8 +7,9 @@ from rlrun.logger import RunLogger
 
 
 def test_episodes_ending_at_one_vector_step_give_one_mean_return_point(tmp_path):
-    log = RunLogger(tmp_path, OmegaConf.create({"seed": 0}), total_steps=64, reward_threshold=2.5,
-                    progress_bar=False, window=2)
+    log = RunLogger(
+        tmp_path, OmegaConf.create({"seed": 0}), total_steps=64, reward_threshold=2.5, progress_bar=False, window=2
+    )
     assert log.episodes_end(16, [(16, 1.0, 5)]) is False
     # two envs end at step 32: the window becomes [2, 3] after the second, whose mean 2.5 solves
     assert log.episodes_end(32, [(31, 2.0, 7), (32, 3.0, 9)]) is True

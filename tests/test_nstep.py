@@ -1,5 +1,7 @@
 """n-step returns by hand: discounting, cuts at termination, bootstrap at truncation, env separation."""
 
+from operator import itemgetter
+
 import numpy as np
 import pytest
 
@@ -12,9 +14,14 @@ def feed(acc, steps):
     """steps: list of (obs, reward, next_obs, terminated, truncated) per env (arrays of len num_envs)."""
     out = []
     for obs, rew, nxt, term, trunc in steps:
-        r = acc.step(np.array(obs, dtype=np.float32)[:, None], np.zeros(len(obs), dtype=np.int64),
-                     np.array(rew, dtype=np.float64), np.array(nxt, dtype=np.float32)[:, None],
-                     np.array(term), np.array(trunc))
+        r = acc.step(
+            np.array(obs, dtype=np.float32)[:, None],
+            np.zeros(len(obs), dtype=np.int64),
+            np.array(rew, dtype=np.float64),
+            np.array(nxt, dtype=np.float32)[:, None],
+            np.array(term),
+            np.array(trunc),
+        )
         if r is not None:
             out += [(o[0], ret, n[0], d) for o, _, ret, n, d in zip(*r)]
     return out
@@ -51,10 +58,13 @@ def test_truncation_bootstraps_with_gamma_to_steps_taken():
 
 def test_vector_envs_never_mix():
     acc = NStepAccumulator(2, 2, G, (1,))
-    out = feed(acc, [
-        ([0, 100], [1.0, 10.0], [1, 101], [False, True], [False, False]),  # env 1 terminates at once
-        ([1, 0], [2.0, 20.0], [2, 1], [False, False], [False, False]),
-    ])
+    out = feed(
+        acc,
+        [
+            ([0, 100], [1.0, 10.0], [1, 101], [False, True], [False, False]),  # env 1 terminates at once
+            ([1, 0], [2.0, 20.0], [2, 1], [False, False], [False, False]),
+        ],
+    )
     assert out == [
         (100, 10.0, 101, 0.0),
         (0, 1 + G * 2, 2, pytest.approx(G**2)),
@@ -97,8 +107,7 @@ def test_matches_reference_on_random_episodes(n, num_envs):
         if r is not None:
             got += [(o[0], ret, nx[0], d) for o, _, ret, nx, d in zip(*r)]
     want = [(o, ret, nx, d) for _, o, ret, nx, d in reference_nstep(trajectory, n, 0.9, num_envs)]
-    key = lambda x: x[0]
-    got, want = sorted(got, key=key), sorted(want, key=key)
+    got, want = sorted(got, key=itemgetter(0)), sorted(want, key=itemgetter(0))
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g[0] == w[0] and g[2] == w[2]

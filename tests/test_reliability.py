@@ -1,5 +1,5 @@
-"""What a careless or hostile user can do to rlrun, and what rlrun guarantees in return (README,
-"Reliability"): nothing read from a run directory or checkpoint chooses which code runs, no run destroys
+"""What a careless or hostile user can do to rlrun, and what rlrun guarantees in return (docs/reliability.md):
+nothing read from a run directory or checkpoint chooses which code runs, no run destroys
 another, every failure is one line with the documented exit code, and a refused command writes nothing."""
 
 import hashlib
@@ -16,17 +16,23 @@ import pytest
 import torch
 import yaml
 
-from rlrun import checkpoint as ckpt
-from rlrun import rundir
+from rlrun import checkpoint as ckpt, rundir
 
-TINY = ["total_steps=640", "algo.learning_starts=160", "eval.interval=0", "log.plot=false",
-        "log.progress_bar=false", "checkpoint.every=320"]
+TINY = [
+    "total_steps=640",
+    "algo.learning_starts=160",
+    "eval.interval=0",
+    "log.plot=false",
+    "log.progress_bar=false",
+    "checkpoint.every=320",
+]
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
 
 
 def cli(module, *args, cwd=None, rc=None):
-    proc = subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=ENV, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=ENV, timeout=600
+    )
     if rc is not None:
         assert proc.returncode == rc, proc.stderr[-3000:]
         assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
@@ -39,8 +45,11 @@ def train(*args, **kw):
 
 def digest(path):
     """The bytes of every file under `path` (but the empty lock file), to prove nothing was changed."""
-    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(Path(path).rglob("*")) if p.is_file() and p.name != rundir.LOCK_NAME}
+    return {
+        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(Path(path).rglob("*"))
+        if p.is_file() and p.name != rundir.LOCK_NAME
+    }
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +67,7 @@ def copy_run(src, dst):
 
 
 # --- 1. nothing read from a run directory or checkpoint chooses which code runs ------------------------
+
 
 def hostile(sentinel):
     """A config node that, instantiated, would create `sentinel`."""
@@ -114,8 +124,9 @@ def test_a_crafted_hydra_config_next_to_model_pt_is_refused(finished_run, tmp_pa
 def test_hostile_overrides_in_the_run_directory_are_never_read_as_code(finished_run, tmp_path):
     run = copy_run(finished_run, tmp_path / "run")
     sentinel = tmp_path / "sentinel"
-    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(
-        ["+network.x._target_=builtins.open", f"+network.x._args_=[{sentinel},w]"]))
+    (run / ".hydra" / "overrides.yaml").write_text(
+        yaml.safe_dump(["+network.x._target_=builtins.open", f"+network.x._args_=[{sentinel},w]"])
+    )
     cli("rlrun.resume", run, "total_steps=960", rc=0)
     cli("rlrun.evaluate", run, "episodes=1", rc=0)
     assert not sentinel.exists()
@@ -131,6 +142,7 @@ def test_a_checkpoint_holding_python_objects_is_refused_without_torch_advice(fin
 
 
 # --- 2. runs never destroy other runs -------------------------------------------------------------
+
 
 def test_a_new_run_never_reuses_a_run_directory(finished_run, tmp_path):
     run = copy_run(finished_run, tmp_path / "run")
@@ -171,12 +183,19 @@ def wait_for(predicate, proc, timeout=120):
 
 def test_a_run_directory_is_owned_by_one_process_and_a_dead_owner_does_not_block(finished_run, tmp_path):
     run = copy_run(finished_run, tmp_path / "run")
-    first = subprocess.Popen([sys.executable, "-m", "rlrun.resume", str(run), "total_steps=2000000"], env=ENV,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "rlrun.resume", str(run), "total_steps=2000000"],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for(lambda: len(list(run.glob("events.out.tfevents.*"))) > 1, first)  # resumed and writing
     rows = (run / "episodes.csv").read_text()
-    for proc in (cli("rlrun.resume", run, "total_steps=2000000", rc=2),
-                 cli("rlrun.train", f"resume={run}", "total_steps=2000000", rc=2)):
+    for proc in (
+        cli("rlrun.resume", run, "total_steps=2000000", rc=2),
+        cli("rlrun.train", f"resume={run}", "total_steps=2000000", rc=2),
+    ):
         assert "in use by another rlrun process" in proc.stderr
     assert not list((run / ".hydra").glob("resume_*"))[1:], "the refused resume left a record"
     first.send_signal(signal.SIGKILL)
@@ -262,8 +281,12 @@ def test_evaluate_turns_every_bad_input_into_one_line(finished_run, tmp_path):
 def small_filesystem(path, size="4m", read_only=False):
     """A tmpfs at `path` (root only; skipped where mounts are not allowed)."""
     path.mkdir(parents=True, exist_ok=True)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a tmpfs here")
     try:
         yield path
@@ -303,17 +326,22 @@ def test_torch_write_errors_become_oserror_and_keep_the_old_file(tmp_path, monke
         raise RuntimeError("[enforce fail at inline_container.cc:1] . PytorchStreamWriter failed writing file")
 
     monkeypatch.setattr(torch, "save", failing_save)
-    with pytest.raises(OSError, match="failed writing"):
-        with rundir.open_atomic(target) as f:
-            torch.save({}, f)
+    with pytest.raises(OSError, match="failed writing"), rundir.open_atomic(target) as f:
+        torch.save({}, f)
     assert target.read_bytes() == b"old" and list(tmp_path.iterdir()) == [target]
 
 
 def test_a_signal_before_the_loop_starts_leaves_no_directory(tmp_path):
     # during the imports, and right after the run directory appears
     for delay in (0.3, None):
-        proc = subprocess.Popen([sys.executable, "-m", "rlrun.train", "total_steps=100000", "hydra.run.dir=run"],
-                                cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rlrun.train", "total_steps=100000", "hydra.run.dir=run"],
+            cwd=tmp_path,
+            env=ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         if delay is None:
             wait_for(lambda: (tmp_path / "run").exists(), proc)
         else:
@@ -343,6 +371,7 @@ def test_keys_of_every_option_are_in_the_schema(compose):
 
 # --- 4. inputs that used to crash -------------------------------------------------------------------
 
+
 def run_in_process(compose, tmp_path, *overrides):
     from rlrun.train import train as train_fn
 
@@ -350,11 +379,14 @@ def run_in_process(compose, tmp_path, *overrides):
     return train_fn(cfg, tmp_path / "run")
 
 
-@pytest.mark.parametrize("overrides", [
-    ["env.num_envs=512", "total_steps=2048"],
-    ["algo.learning_starts=0", "buffer.n_step=3"],  # 16 envs: an update phase after every vector step
-    ["algo.learning_starts=0", "buffer=per", "seeds=2"],
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["env.num_envs=512", "total_steps=2048"],
+        ["algo.learning_starts=0", "buffer.n_step=3"],  # 16 envs: an update phase after every vector step
+        ["algo.learning_starts=0", "buffer=per", "seeds=2"],
+    ],
+)
 def test_updates_wait_until_a_batch_can_be_drawn(compose, tmp_path, overrides):
     summary = run_in_process(compose, tmp_path, *overrides)
     assert summary["status"] == "finished"
@@ -390,6 +422,7 @@ def test_every_directory_rlrun_makes_can_be_resumed(tmp_path):
 
 # --- 5. what a run records -------------------------------------------------------------------------
 
+
 def served_scalars(run_dir, tag):
     """The points of `tag` as TensorBoard's own data provider serves them to its charts."""
     from tensorboard import context
@@ -399,8 +432,9 @@ def served_scalars(run_dir, tag):
     multiplexer.AddRunsFromDirectory(str(run_dir))
     multiplexer.Reload()
     provider = data_provider.MultiplexerDataProvider(multiplexer, str(run_dir))
-    runs = provider.read_scalars(context.RequestContext(), experiment_id="", plugin_name="scalars",
-                                 downsample=100_000, run_tag_filter=None)
+    runs = provider.read_scalars(
+        context.RequestContext(), experiment_id="", plugin_name="scalars", downsample=100_000, run_tag_filter=None
+    )
     return runs["."][tag]
 
 

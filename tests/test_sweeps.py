@@ -17,8 +17,13 @@ TINY = ["total_steps=600", "algo.learning_starts=200", "log.interval=200", "eval
 
 def multirun(sweep_dir, *args):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([sys.executable, "-m", "rlrun.train", "-m", *args, *TINY, f"hydra.sweep.dir={sweep_dir}"],
-                          capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlrun.train", "-m", *args, *TINY, f"hydra.sweep.dir={sweep_dir}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -34,8 +39,13 @@ def check_lr_seed_sweep(sweep_dir):
     assert list(report.configuration) == ["optimizer.lr=0.001", "optimizer.lr=0.002"]
     for row in report.itertuples():
         lr = row.configuration.split("=")[1]
-        finals = np.array([json.loads((sweep_dir / j / "summary.json").read_text())["final_mean_return_100"]
-                           for j in jobs if f"optimizer.lr={lr}/" in j])
+        finals = np.array(
+            [
+                json.loads((sweep_dir / j / "summary.json").read_text())["final_mean_return_100"]
+                for j in jobs
+                if f"optimizer.lr={lr}/" in j
+            ]
+        )
         assert row.seeds == 2
         assert row.final_return_mean == pytest.approx(finals.mean())
         assert row.final_return_iqm == pytest.approx(stats.trim_mean(finals, 0.25))
@@ -76,16 +86,33 @@ def test_one_failing_job_keeps_the_others(tmp_path):
 
 def test_a_sweep_with_a_bad_value_is_refused_before_any_job_runs(tmp_path):
     sweep = tmp_path / "sweep"
-    proc = subprocess.run([sys.executable, "-m", "rlrun.train", "-m", "optimizer.lr=1e-3,-1", *TINY,
-                           f"hydra.sweep.dir={sweep}"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlrun.train", "-m", "optimizer.lr=1e-3,-1", *TINY, f"hydra.sweep.dir={sweep}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 2 and "optimizer.lr=-1.0" in proc.stderr and "Traceback" not in proc.stderr
     assert not sweep.exists()
 
 
 def test_optuna_preset_runs_trials_and_returns_the_objective(tmp_path):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([sys.executable, "-m", "rlrun.train", "+hparams_search=optuna", "hydra.sweeper.n_trials=3",
-                           *TINY, f"hydra.sweep.dir={tmp_path}"], capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlrun.train",
+            "+hparams_search=optuna",
+            "hydra.sweeper.n_trials=3",
+            *TINY,
+            f"hydra.sweep.dir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = load_sweep(tmp_path)
     assert len(runs) == 3 and set(runs.status) == {"finished"}
