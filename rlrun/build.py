@@ -92,19 +92,23 @@ def make_envs(cfg: DictConfig, agents: int):
     except ConfigError:
         envs.close()
         raise
-    eval_envs = None
-    if cfg.eval.interval > 0:
-        eval_envs = make_vector_env(
-            e.id,
-            cfg.eval.episodes * agents,
-            "sync",
-            e.max_episode_steps,
-            action_bins=e.action_bins,
-            frame_stack=e.frame_stack,
-            atari=atari,
-            train=False,
-        )
+    eval_envs = make_eval_envs(cfg, cfg.eval.episodes * agents) if cfg.eval.interval > 0 else None
     return envs, eval_envs
+
+
+def make_eval_envs(cfg: DictConfig, num_envs: int):
+    """`num_envs` sub-envs as evaluation plays them: raw rewards, whole games (no life-loss ends)."""
+    e = cfg.env
+    return make_vector_env(
+        e.id,
+        num_envs,
+        "sync",
+        e.max_episode_steps,
+        action_bins=e.action_bins,
+        frame_stack=e.frame_stack,
+        atari=plain(e.atari),
+        train=False,
+    )
 
 
 def make_network(cfg: DictConfig, obs_shape, n_actions: int, device) -> QNetwork:

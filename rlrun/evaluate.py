@@ -23,9 +23,8 @@ import yaml
 from omegaconf import DictConfig
 
 from rlrun import checkpoint as ckpt, rundir
-from rlrun.build import make_network, plain
+from rlrun.build import make_eval_envs, make_network
 from rlrun.device import resolve_device
-from rlrun.envs import make_vector_env
 from rlrun.evaluation import evaluate
 from rlrun.validate import ConfigError, from_saved, validate
 from rlrun.wrappers import DiscretizeAction
@@ -176,21 +175,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def play(cfg: DictConfig, weights: dict, opts: dict[str, Any], device: torch.device):
     """The greedy returns of `opts['episodes']` episodes, and the network that played them."""
     validate(cfg)
-    e = cfg.env
-    atari = plain(e.atari)
-    envs = make_vector_env(
-        e.id,
-        opts["episodes"],
-        "sync",
-        e.max_episode_steps,
-        action_bins=e.action_bins,
-        frame_stack=e.frame_stack,
-        atari=atari,
-        train=False,
-    )
+    envs = make_eval_envs(cfg, opts["episodes"])
     try:
         shape = envs.single_observation_space.shape
-        q_net = make_network(cfg, shape, int(envs.single_action_space.n), device)  # type: ignore[attr-defined]
+        q_net = make_network(cfg, shape, int(envs.single_action_space.n), device)
         q_net.load_state_dict(weights)
         return evaluate(q_net, envs, [opts["seed"]], device)[0], q_net
     finally:

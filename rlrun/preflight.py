@@ -121,8 +121,9 @@ def task_config(cfg: DictConfig) -> DictConfig:
 
 def check_job(task: DictConfig, probed: dict) -> None:
     """What `train` would refuse at its start: values, the env's spaces, the device."""
+    from rlrun.build import make_eval_envs
     from rlrun.device import resolve_device
-    from rlrun.envs import check_spaces, env_spec, make_vector_env
+    from rlrun.envs import check_spaces, env_spec
 
     validate(task)
     resolve_device(task.device.type)
@@ -131,18 +132,8 @@ def check_job(task: DictConfig, probed: dict) -> None:
     if key in probed:
         return
     env_spec(e.id)
-    atari = None if e.atari is None else dict(e.atari)  # its values are plain ints and bools
     try:
-        envs = make_vector_env(
-            e.id,
-            1,
-            "sync",
-            e.max_episode_steps,
-            action_bins=e.action_bins,
-            frame_stack=e.frame_stack,
-            atari=atari,
-            train=False,
-        )
+        envs = make_eval_envs(task, 1)
     except Exception as err:  # a missing dependency, bad kwargs for this env
         raise ConfigError("env.id", e.id, f"an env that can be made with these settings ({one_line(err)})") from None
     try:
