@@ -331,9 +331,17 @@ def test_torch_write_errors_become_oserror_and_keep_the_old_file(tmp_path, monke
     assert target.read_bytes() == b"old" and list(tmp_path.iterdir()) == [target]
 
 
+def catches_sigterm(pid: int) -> bool:
+    """Whether process `pid` has a SIGTERM handler installed (Linux: the SigCgt mask in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
+
+
 def test_a_signal_before_the_loop_starts_leaves_no_directory(tmp_path):
     # during the imports, and right after the run directory appears
-    for delay in (0.3, None):
+    for delay in (0.05, None):
         proc = subprocess.Popen(
             [sys.executable, "-m", "rlrun.train", "total_steps=100000", "hydra.run.dir=run"],
             cwd=tmp_path,
@@ -344,7 +352,8 @@ def test_a_signal_before_the_loop_starts_leaves_no_directory(tmp_path):
         )
         if delay is None:
             wait_for(lambda: (tmp_path / "run").exists(), proc)
-        else:
+        else:  # once rlrun's handler is installed (before its heavy imports), however loaded the machine
+            wait_for(lambda: catches_sigterm(proc.pid), proc)
             time.sleep(delay)
         proc.send_signal(signal.SIGTERM)
         err = proc.communicate(timeout=120)[1]
