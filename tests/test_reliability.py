@@ -353,7 +353,7 @@ def test_a_signal_before_the_loop_starts_leaves_no_directory(tmp_path):
         if delay is None:
             wait_for(lambda: (tmp_path / "run").exists(), proc)
         else:  # once rlrun's handler is installed (before its heavy imports), however loaded the machine
-            wait_for(lambda: catches_sigterm(proc.pid), proc)
+            wait_for(lambda p=proc: catches_sigterm(p.pid), proc)
             time.sleep(delay)
         proc.send_signal(signal.SIGTERM)
         err = proc.communicate(timeout=120)[1]
