@@ -1,8 +1,10 @@
-# rlrun on a CUDA machine:
+# rlrun in a container: training, the sweep notebook in Jupyter Lab, and TensorBoard, all on the outputs volume.
 #   docker build -t rlrun .
 #   docker run --gpus all --rm -v "$PWD/outputs:/home/rlrun/app/outputs" rlrun python -m rlrun.train device=cuda
+#   docker compose up jupyter tensorboard          # compose.yaml: the train, jupyter and tensorboard services
 # torch comes from PyPI: its Linux wheels bundle the CUDA runtime, so the host needs only the NVIDIA driver.
 # The pin is the torch release the test suite runs on, which is rlrun's floor (docs/reliability.md).
+# No SSH server: `docker exec -it <container> bash` opens a shell in a running container (README, Container).
 FROM python:3.11-slim
 
 RUN useradd --create-home --uid 1000 rlrun
@@ -10,7 +12,13 @@ WORKDIR /home/rlrun/app
 COPY --chown=rlrun:rlrun pyproject.toml README.md ./
 COPY --chown=rlrun:rlrun rlrun ./rlrun
 COPY --chown=rlrun:rlrun conf ./conf
-RUN pip install --no-cache-dir "torch==2.13.0" ".[sweep]" && mkdir -p outputs && chown rlrun:rlrun outputs
-USER rlrun
+COPY --chown=rlrun:rlrun hydra_plugins ./hydra_plugins
+COPY --chown=rlrun:rlrun scripts/sweep_report.ipynb ./scripts/
+# hadolint ignore=DL3013
+RUN pip install --no-cache-dir "torch==2.13.0" ".[sweep,notebook]" "jupyterlab>=4,<5" \
+    && mkdir -p outputs && chown rlrun:rlrun outputs
+USER 1000:1000
 VOLUME ["/home/rlrun/app/outputs"]
+# Jupyter Lab, TensorBoard
+EXPOSE 8888 6006
 CMD ["python", "-m", "rlrun.doctor"]

@@ -1,4 +1,4 @@
-"""Hydra callbacks. Kept apart from rlrun.report so that every job does not import pandas and scipy."""
+"""Hydra callbacks. Kept apart from rlrun.report so that every job does not import pandas and rliable."""
 
 from __future__ import annotations
 

@@ -3,28 +3,38 @@
 `main` checks the command before Hydra writes anything (`rlrun.preflight`), then hands it to the Hydra app
 `hydra_main`, a thin wrapper that calls `train` and returns the objective sweepers optimise. Everything that
 can go wrong becomes one line on stderr and an exit code (`rlrun.jobs`).
+
+Nothing here imports torch until a run starts, so `--help` and refusals are quick. `--help` is rlrun's own
+(`print_help`): the groups with their options, and every key of the composed config with its value and a
+one-line description read from the comments of its schema in rlrun/config.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import io
 import sys
+import tokenize
 from pathlib import Path
 from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from rlrun import preflight, signals
-from rlrun.jobs import EXIT_CONFIG, EXIT_OS, REFUSED, fail, run_job
-from rlrun.resume import load_resume, resume
-from rlrun.run import train
+from rlrun import preflight, rundir, signals
+from rlrun.jobs import EXIT_CONFIG, EXIT_OS, fail, run_job
+from rlrun.validate import ConfigError
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rlrun.conf", config_name="config")
 def hydra_main(cfg: DictConfig) -> float | None:
     """Returns the objective that sweepers (Optuna) optimise: the final 100-episode mean training return."""
+    from rlrun.resume import load_resume
+    from rlrun.run import train
+
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
     sweep_job = hydra_cfg.job.num if hydra_cfg.mode == RunMode.MULTIRUN else None
@@ -42,9 +52,16 @@ def hydra_main(cfg: DictConfig) -> float | None:
 def main() -> None:
     """Entry point: check the command (nothing is written for a refused one), then run it."""
     signals.stop_on_signal()
+    args = sys.argv[1:]
+    if "--help" in args or "-h" in args:
+        try:
+            print_help([a for a in args if not a.startswith("-")])
+        except ConfigError as e:
+            fail(EXIT_CONFIG, str(e))
+        return
     try:
-        plan = preflight.plan(sys.argv[1:])
-    except REFUSED as e:
+        plan = preflight.plan(args)
+    except (ConfigError, rundir.RunDirError) as e:
         fail(EXIT_CONFIG, str(e))
     except OSError as e:
         fail(
@@ -53,9 +70,145 @@ def main() -> None:
             "(or hydra.sweep.dir=... for -m)",
         )
     if plan is not None and plan.resume is not None:
+        from rlrun.resume import resume
+
         resume(plan.resume, plan.resume_overrides)
         return
     if plan is not None:
         signals.in_sweep = plan.run_dir is None
         sys.argv[1:] = plan.hydra_argv
+    from rlrun.config import register_configs
+
+    register_configs()  # the schemas Hydra composes with (`--cfg` and the like skip the preflight)
     hydra_main()
+
+
+# --- --help -------------------------------------------------------------------------------------------
+
+HELP_HEADER = """usage: python -m rlrun.train [group=option ...] [key=value ...]   (-m: a sweep, e.g. seed=0,1,2)
+       python -m rlrun.train [overrides] --help     this help, for the config those overrides compose
+       python -m rlrun.train [overrides] --cfg job  the composed config;  --hydra-help: Hydra's own options
+
+== Config groups (group=option; logger=[tensorboard,mlflow] chooses several) =="""
+COMMENT_COLUMN = 44
+# Hydra's keys in a group that builds an object (network, buffer, optimizer): set by the option chosen.
+HYDRA_KEYS = {
+    "_target_": "the class this group builds (set by the option)",
+    "_partial_": "built later, with the network's parameters",
+}
+
+
+def print_help(overrides: list[str]) -> None:
+    cfg = preflight.task_config(preflight.compose(overrides))
+    lines = [HELP_HEADER]
+    lines += [f"{group}: {', '.join(options)}" for group, options in config_groups().items()]
+    lines += ["", "== Config (key: value  # meaning; set any key with key=value) =="]
+    lines += config_lines(cfg)
+    print("\n".join(lines))
+
+
+def config_groups() -> dict[str, list[str]]:
+    """Each config group of rlrun.conf (Hydra's own `hydra/` aside) and its options."""
+    from importlib.resources import files
+
+    groups = {}
+    for entry in sorted(files("rlrun.conf").iterdir(), key=lambda e: e.name):
+        if entry.is_dir() and entry.name not in ("hydra", "__pycache__"):
+            options = sorted(f.name[:-5] for f in entry.iterdir() if f.name.endswith(".yaml"))
+            if options:
+                groups[entry.name] = options
+    return groups
+
+
+def config_lines(cfg: Any, schema: type | None = None, indent: str = "") -> list[str]:
+    """`key: value  # description` for every key of `cfg`, nested groups indented."""
+    import yaml
+
+    from rlrun import config
+
+    schema = schema or config.RunConfig
+    docs, hints = field_docs(schema), _field_types(schema)
+    lines = []
+    for key, value in cfg.items():
+        doc = docs.get(key) or HYDRA_KEYS.get(key)
+        if isinstance(value, DictConfig) and len(value):
+            sub = _dataclass_in(hints.get(key)) or _matching_schema(value)
+            lines.append(_with_comment(f"{indent}{key}:", doc or _class_doc(sub)))
+            lines += config_lines(value, sub, indent + "  ")
+        else:
+            doc = doc or _class_doc(_dataclass_in(hints.get(key)))  # logger backends: their schema's docstring
+            plain = OmegaConf.to_container(value) if isinstance(value, (DictConfig, ListConfig)) else value
+            text = yaml.safe_dump(plain, default_flow_style=True, width=10_000).split("\n")[0]
+            lines.append(_with_comment(f"{indent}{key}: {text}", doc))
+    return lines
+
+
+def _with_comment(line: str, doc: str | None) -> str:
+    return line if not doc else f"{line:<{COMMENT_COLUMN}}  # {doc}"
+
+
+def field_docs(schema: type | None) -> dict[str, str]:
+    """A dataclass's fields and their comments in its source: the comment on the field's line, else the
+    comment lines just above it. Inherited fields keep their base class's comment unless overridden."""
+    docs: dict[str, str] = {}
+    if schema is None:
+        return docs
+    for cls in reversed(schema.__mro__):
+        if not dataclasses.is_dataclass(cls):
+            continue
+        names = {f.name for f in dataclasses.fields(cls)}
+        source = inspect.getsource(cls)
+        comments = {
+            tok.start[0]: tok.string.lstrip("#").strip()
+            for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+            if tok.type == tokenize.COMMENT
+        }
+        above: list[str] = []
+        for number, line in enumerate(source.splitlines(), start=1):
+            stripped = line.strip()
+            if stripped.startswith("#"):
+                above.append(comments.get(number, ""))
+                continue
+            name = stripped.split(":", 1)[0]
+            if ":" in stripped and name in names and name.isidentifier():
+                doc = comments.get(number) or " ".join(above)
+                if doc:
+                    docs[name] = doc
+            above = []
+    return docs
+
+
+def _class_doc(schema: type | None) -> str | None:
+    """The first line of a schema's own docstring (dataclasses without one get their signature)."""
+    doc = None if schema is None else schema.__dict__.get("__doc__")
+    if not doc or doc.startswith(schema.__name__ + "("):  # type: ignore[union-attr]
+        return None
+    return doc.strip().splitlines()[0]
+
+
+def _field_types(schema: type | None) -> dict[str, Any]:
+    import typing
+
+    return typing.get_type_hints(schema) if schema is not None else {}
+
+
+def _dataclass_in(hint: Any) -> type | None:
+    import typing
+
+    for t in (hint, *typing.get_args(hint)):
+        if isinstance(t, type) and dataclasses.is_dataclass(t):
+            return t
+    return None
+
+
+def _matching_schema(node: DictConfig) -> type | None:
+    """The schema of a group whose field is typed `Any` (buffer, optimizer, algo): the dataclass of
+    rlrun.config whose fields are exactly the node's keys."""
+    from rlrun import config
+
+    keys = set(node.keys())
+    for cls in vars(config).values():
+        ours = isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == config.__name__
+        if ours and {f.name for f in dataclasses.fields(cls)} == keys:
+            return cls
+    return None

@@ -28,6 +28,8 @@ OPTIONAL = {
     "box2d": ("box2d", "pygame"),
     "video": ("moviepy",),
     "notebook": ("nbclient", "nbformat"),
+    "mlflow": ("mlflow",),  # logger=mlflow
+    "wandb": ("wandb",),  # logger=wandb
 }
 
 

@@ -6,8 +6,8 @@
 Loads the run's config and weights (from a checkpoint file, or a run directory's checkpoint.pt or
 model.pt), plays N episodes with the greedy policy (noisy layers use their mean weights), prints the mean,
 standard deviation and every return, and saves them to `evaluation.json` next to the weights. The same
-seed gives the same evaluation. `video=true` records the episodes with gymnasium's RecordVideo into a new
-`<run dir>/videos/seed<S>_<time>/` and prints where (needs the `video` extra: moviepy).
+seed gives the same evaluation. `video=true` records those same episodes while they are played (one mp4
+per episode) into a new `<run dir>/videos/seed<S>_<time>/` and prints where (needs the `video` extra).
 """
 
 from __future__ import annotations
@@ -20,14 +20,13 @@ from typing import Any, NoReturn
 import gymnasium as gym
 import torch
 import yaml
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt, rundir
 from rlrun.build import make_eval_envs, make_network
 from rlrun.device import resolve_device
 from rlrun.evaluation import evaluate
 from rlrun.validate import ConfigError, from_saved, validate
-from rlrun.wrappers import DiscretizeAction
 
 USAGE = "usage: python -m rlrun.evaluate <run dir or checkpoint.pt> [episodes=10] [seed=0] [video=false] [device=auto]"
 
@@ -109,31 +108,59 @@ def load_policy(path: Path, device: torch.device) -> tuple[DictConfig, dict, Pat
     raise ckpt.CheckpointError(f"{path}: neither an rlrun checkpoint nor a model.pt")
 
 
-def record_video(q_net, cfg, episodes: int, seed: int, out_dir: Path, device: torch.device) -> Path:
-    """The same episodes (same seeds, same greedy policy) recorded into a new folder of `<run>/videos/`."""
-    import os
-    from datetime import datetime
+class FrameRecorder(gym.vector.VectorWrapper):
+    """Keeps every sub-env's frames of its first episode while the evaluation plays it, then writes one
+    video per episode: the evaluated episodes are the recorded ones (no second pass). Under gymnasium's
+    SAME_STEP autoreset the step that ends an episode already shows the next one, so each video stops at
+    the frame before the last step."""
 
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame renders off-screen: no display, no audio
-    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    from gymnasium.wrappers import RecordVideo
+    def __init__(self, envs: Any):
+        super().__init__(envs)
+        self.frames: list[list[Any]] = [[] for _ in range(envs.num_envs)]
+        self.done = [False] * envs.num_envs
 
-    video_dir = out_dir / "videos" / datetime.now().strftime(f"seed{seed}_%Y-%m-%d_%H-%M-%S-%f")
-    env = gym.make(cfg.env.id, render_mode="rgb_array")
-    if cfg.env.get("action_bins") is not None:
-        env = DiscretizeAction(env, cfg.env.action_bins)
-    env = RecordVideo(env, str(video_dir), episode_trigger=lambda _: True, name_prefix="eval", disable_logger=True)
-    q_net.eval()
-    for i in range(episodes):
-        obs, _ = env.reset(seed=seed + i)
-        done = False
-        while not done:
-            with torch.no_grad():
-                action = int(q_net(torch.as_tensor(obs, device=device).unsqueeze(0)).argmax(1).item())
-            obs, _, terminated, truncated, _ = env.step(action)
-            done = terminated or truncated
-    env.close()
-    return video_dir
+    def reset(self, **kwargs: Any):
+        out = self.env.reset(**kwargs)
+        for i, frame in enumerate(self.env.render() or ()):
+            self.frames[i].append(frame)
+        return out
+
+    def step(self, actions: Any):
+        obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        ended = terminated | truncated
+        for i, frame in enumerate(self.env.render() or ()):
+            if not self.done[i]:
+                self.done[i] = bool(ended[i])
+                if not self.done[i]:
+                    self.frames[i].append(frame)
+        return obs, rewards, terminated, truncated, infos
+
+    def write(self, video_dir: Path, fps: int) -> list[Path]:
+        from moviepy import ImageSequenceClip
+
+        video_dir.mkdir(parents=True)
+        paths = []
+        for i, frames in enumerate(self.frames):
+            path = video_dir / f"eval-episode-{i}.mp4"
+            ImageSequenceClip(frames, fps=fps).write_videofile(str(path), logger=None)
+            paths.append(path)
+        return paths
+
+
+def rendering(cfg: DictConfig) -> DictConfig:
+    """`cfg` with an env id that renders frames (rgb_array): the same env registered again under
+    `rlrun_video/<id>` with render_mode set, so the evaluation envs are made as always (build.make_eval_envs)."""
+    import dataclasses
+
+    spec = gym.spec(cfg.env.id)
+    video_id = f"rlrun_video/{spec.id.replace('/', '-')}"
+    if video_id not in gym.registry:
+        gym.registry[video_id] = dataclasses.replace(
+            spec, id=video_id, kwargs={**spec.kwargs, "render_mode": "rgb_array"}
+        )
+    video_cfg = cfg.copy()
+    video_cfg.env.id = video_id
+    return video_cfg
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -141,7 +168,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         device = resolve_device(opts["device"])
         cfg, weights, out_dir = load_policy(path, device)
-        returns, q_net = play(cfg, weights, opts, device)
+        if opts["video"]:
+            check_video_extra()
+        video_dir = new_video_dir(out_dir, opts["seed"]) if opts["video"] else None
+        returns, videos = play(cfg, weights, opts, device, video_dir)
     except (ConfigError, ckpt.CheckpointError) as e:
         fail(2, str(e))
     except RuntimeError as e:  # weights of another shape than the config's network
@@ -159,28 +189,59 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{opts['episodes']} episodes (seed {opts['seed']})"
     )
     print("returns:", " ".join(f"{r:g}" for r in returns))
+    if video_dir is not None:
+        result["video_dir"] = str(video_dir)
+        print(f"videos: {video_dir} ({len(videos)} mp4, one per episode)")
     try:
-        if opts["video"]:
-            try:
-                result["video_dir"] = str(record_video(q_net, cfg, opts["episodes"], opts["seed"], out_dir, device))
-            except (ImportError, gym.error.DependencyNotInstalled) as e:
-                fail(2, f"video=true needs the video extra (pip install -e '.[video]'): {e}")
-            print(f"videos: {result['video_dir']}")
         rundir.write_text(out_dir / "evaluation.json", json.dumps(result, indent=2) + "\n")
     except OSError as e:
         fail(4, f"the results above were not saved: cannot write to {out_dir} ({e.strerror or e})")
     return result
 
 
-def play(cfg: DictConfig, weights: dict, opts: dict[str, Any], device: torch.device):
-    """The greedy returns of `opts['episodes']` episodes, and the network that played them."""
+def check_video_extra() -> None:
+    """Before anything is played: video=true needs moviepy (and pygame for most envs' frames)."""
+    import importlib.util
+
+    missing = [m for m in ("moviepy", "pygame") if importlib.util.find_spec(m) is None]
+    if missing:
+        fail(2, f"video=true needs the video extra (pip install -e '.[video]'): {', '.join(missing)} missing")
+
+
+def new_video_dir(out_dir: Path, seed: int) -> Path:
+    """A new `<run>/videos/seed<S>_<time>/` (created only once the videos are written)."""
+    from datetime import datetime
+
+    return out_dir / "videos" / datetime.now().strftime(f"seed{seed}_%Y-%m-%d_%H-%M-%S-%f")
+
+
+def play(cfg: DictConfig, weights: dict, opts: dict[str, Any], device: torch.device, video_dir: Path | None = None):
+    """The greedy returns of `opts['episodes']` episodes and, with `video_dir`, the videos of those same
+    episodes, recorded while they are played."""
+    import os
+
+    from rlrun.config import LoggerConfig
+
+    cfg = cfg.copy()
+    cfg.logger = OmegaConf.structured(LoggerConfig)  # evaluation logs to no backend: none has to be installed
     validate(cfg)
+    if video_dir is not None:
+        # pygame renders off-screen: no display, no audio device, no XDG_RUNTIME_DIR warning from SDL
+        for key in ("SDL_VIDEODRIVER", "SDL_AUDIODRIVER"):
+            os.environ.setdefault(key, "dummy")
+        os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+        cfg = rendering(cfg)
     envs = make_eval_envs(cfg, opts["episodes"])
+    recorder = FrameRecorder(envs) if video_dir is not None else None
     try:
         shape = envs.single_observation_space.shape
         q_net = make_network(cfg, shape, int(envs.single_action_space.n), device)
         q_net.load_state_dict(weights)
-        return evaluate(q_net, envs, [opts["seed"]], device)[0], q_net
+        returns = evaluate(q_net, recorder or envs, [opts["seed"]], device)[0]
+        videos = []
+        if recorder is not None and video_dir is not None:
+            videos = recorder.write(video_dir, int(envs.metadata.get("render_fps") or 30))
+        return returns, videos
     finally:
         envs.close()
 

@@ -8,19 +8,25 @@ checkpoint) · 3 non-finite loss · 4 cannot write · 75 stopped by a signal, ch
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from rlrun import checkpoint as ckpt, rundir
-from rlrun.learner import NonFiniteError
-from rlrun.loop import Preempted
+from rlrun import rundir
 from rlrun.validate import ConfigError
 
 EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_PREEMPTED = 2, 3, 4, 75  # 75 = EX_TEMPFAIL: try again (resume)
-REFUSED = (ConfigError, ckpt.CheckpointError, rundir.RunDirError)
+
+
+def refused(error: BaseException) -> bool:
+    """A refusal (bad config, a run directory that holds a run or is in use, an unloadable checkpoint).
+    The checkpoint module (torch) is imported here, not at the top: the command line and `--help` stay fast."""
+    from rlrun.checkpoint import CheckpointError
+
+    return isinstance(error, (ConfigError, CheckpointError, rundir.RunDirError))
 
 
 def fail(code: int, message: str) -> NoReturn:
@@ -30,7 +36,7 @@ def fail(code: int, message: str) -> NoReturn:
 
 def record_failure(out_dir: Path, error: BaseException) -> None:
     """Mark a sweep job as failed in its own directory, so the sweep goes on and the report lists it."""
-    detail = str(error) if isinstance(error, REFUSED) else "".join(traceback.format_exception(error))
+    detail = str(error) if refused(error) else "".join(traceback.format_exception(error))
     try:
         rundir.write_text(
             out_dir / "summary.json", json.dumps({"status": "failed", "error": str(error)}, indent=2) + "\n"
@@ -60,14 +66,39 @@ def summary_lines(summary: dict[str, Any], out_dir: Path) -> str:
         f"  solved: {len(solved)}/{len(runs)}"
         + (f" (at step {', '.join(f'{s:,}' for s in solved)})" if solved else ""),
         f"  run directory: {out_dir}",
-        f"  tensorboard --logdir {rundir.shell_quote(out_dir)}",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + backend_lines(runs, out_dir))
+
+
+def backend_lines(runs: list[dict[str, Any]], out_dir: Path) -> list[str]:
+    """Where the logging backends hold the run, as commands to open it (`logged_to` in summary.json)."""
+    logged = [r.get("logged_to", {}) for r in runs]
+    first = logged[0] if logged else {}
+    lines = []
+    if "tensorboard" in first or not any(logged):  # runs from before the logger group: TensorBoard
+        lines.append(f"  tensorboard --logdir {rundir.shell_quote(out_dir)}")
+    if "csv" in first:
+        lines.append(f"  scalars: {first['csv']['path']}" + (" (one per agent)" if len(runs) > 1 else ""))
+    if "mlflow" in first:
+        uri = first["mlflow"]["tracking_uri"]
+        if uri.startswith(("sqlite:", "file:")):
+            lines.append(f"  mlflow ui --backend-store-uri {shlex.quote(uri)}")
+        else:
+            lines.append(f"  mlflow: {len(runs)} run(s) at {uri}")
+    if "wandb" in first:
+        urls = [lg["wandb"]["url"] for lg in logged if "url" in lg.get("wandb", {})]
+        if urls:
+            lines.append("  wandb: " + " ".join(urls))
+        elif first["wandb"]["mode"] == "offline":
+            lines.append("  wandb sync " + " ".join(rundir.shell_quote(Path(lg["wandb"]["dir"])) for lg in logged))
+    return lines
 
 
 def exit_code(error: Exception, out_dir: Path) -> tuple[int | None, str]:
     """The exit code and one-line message for an error of a run; (None, repr) for an unexpected one."""
-    if isinstance(error, REFUSED):
+    from rlrun.learner import NonFiniteError
+
+    if refused(error):
         return EXIT_CONFIG, str(error)
     if isinstance(error, NonFiniteError):
         return EXIT_NONFINITE, str(error)
@@ -80,6 +111,8 @@ def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: int | N
     """Run `job` (a training run writing into `out_dir`) and turn each way it can fail into one line and an
     exit code. In a sweep (`sweep_job` is the job's number), a failed job is recorded in its directory and
     the sweep goes on."""
+    from rlrun.loop import Preempted
+
     try:
         summary = job()
         if sweep_job is None:

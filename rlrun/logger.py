@@ -1,5 +1,6 @@
-"""Everything a run writes besides checkpoints: TensorBoard events, episodes.csv, summary.json,
-returns.png and the progress bar. All of it goes under the run's output directory."""
+"""Everything a run writes besides checkpoints: episodes.csv, summary.json, returns.png, the progress bar,
+and the scalars, config and summary it fans out to the logging backends of the `logger` group
+(rlrun.sinks: TensorBoard by default). By default all of it goes under the run's output directory."""
 
 from __future__ import annotations
 
@@ -13,17 +14,17 @@ from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
-from torch.utils.tensorboard import SummaryWriter
-from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from rlrun import rundir
+from rlrun.sinks import Sink
 
-# Scalars the HParams tab shows next to each run's hyperparameters.
 log = logging.getLogger(__name__)
 
 EPISODE_HEADER = "env_step,episode,return,length"
-HPARAM_METRICS = ["charts/mean_return_100", "eval/mean_return", "hparams/best_mean_return_100", "hparams/solved_step"]
+# One speed (env steps per second over the last log window), the 100-episode mean, the last greedy eval.
+BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
 
 
 def flat_hparams(cfg: DictConfig) -> dict[str, Any]:
@@ -53,22 +54,25 @@ class RunLogger:
         window: int = 100,
         resume_step: int | None = None,
         label: str = "",
+        sinks: list[Sink] | None = None,
     ):
-        """With `resume_step`, continue the run's files: TensorBoard purges what a dead process wrote
-        after that step, and episodes.csv drops its rows past it."""
+        """With `resume_step`, continue the run's files: episodes.csv drops its rows past that step, and
+        the backends continue their runs (TensorBoard purges what a dead process wrote after it).
+        `sinks`: the logging backends (rlrun.sinks.make_sinks); None: TensorBoard into `out_dir`."""
         self.out_dir = Path(out_dir)
         self.label = label  # prefixes this run's log lines (an agent of a batched run: "seed=3: ")
+        if sinks is None:
+            from rlrun.sinks.tensorboard import TensorBoardSink
+
+            sinks = [TensorBoardSink(self.out_dir, resume_step)]
+        self.sinks = sinks
         episodes_path = self.out_dir / "episodes.csv"
         if resume_step is None:
-            self.writer = SummaryWriter(str(self.out_dir))
-            self.writer.add_text("config", "    " + OmegaConf.to_yaml(cfg).replace("\n", "\n    "), 0)
-            file_writer = self.writer.file_writer
-            assert file_writer is not None
-            for summary in hparams(flat_hparams(cfg), {m: 0.0 for m in HPARAM_METRICS}):
-                file_writer.add_summary(summary)
+            params, config_yaml = flat_hparams(cfg), OmegaConf.to_yaml(cfg)
+            for sink in self.sinks:
+                sink.start(params, config_yaml)
             kept = [EPISODE_HEADER]
         else:
-            self.writer = SummaryWriter(str(self.out_dir), purge_step=resume_step + 1)
             rows = episodes_path.read_text().splitlines() if episodes_path.exists() else []
             kept = [EPISODE_HEADER] + [r for r in rows[1:] if int(r.split(",", 1)[0]) <= resume_step]
         # Written whole, then renamed: a full disk on resume cannot truncate the rows already there.
@@ -83,15 +87,23 @@ class RunLogger:
         self.best_mean: float | None = None
         self.solved: dict[str, int] | None = None
         self.last_eval: float | None = None
+        self.sps: float | None = None  # env steps per second over the last log window
         self.start_time = time.perf_counter()
         self.wall_before = 0.0  # wall time of earlier sessions of a resumed run
         self.bar = tqdm(
             total=total_steps,
             unit="step",
+            unit_scale=True,
             dynamic_ncols=True,
             initial=resume_step or 0,
+            bar_format=BAR_FORMAT,
             disable=None if progress_bar is None else not progress_bar,
         )
+        # While the bar is shown, log lines (console handlers of the root logger) print above it.
+        self._redirect = None if self.bar.disable else logging_redirect_tqdm()
+        if self._redirect is not None:
+            self._redirect.__enter__()
+        self.where: dict[str, Any] = {}  # per backend, where it logged the run (filled by close)
 
     STATE = ("episode", "best_mean", "solved", "last_eval")
 
@@ -112,8 +124,13 @@ class RunLogger:
         self.wall_before = state["wall_time"]
 
     def flush(self) -> None:
-        self.writer.flush()
+        for sink in self.sinks:
+            sink.flush()
         self._episodes_file.flush()
+
+    def _scalar(self, tag: str, value: float, step: int) -> None:
+        for sink in self.sinks:
+            sink.scalar(tag, value, step)
 
     @property
     def mean_return(self) -> float | None:
@@ -129,7 +146,7 @@ class RunLogger:
         for env_step, ret, length in episodes:
             solved |= self._episode_end(env_step, ret, length)
         if episodes:
-            self.writer.add_scalar("charts/mean_return_100", self.mean_return, step)
+            self._scalar("charts/mean_return_100", float(np.mean(self.window)), step)
         return solved
 
     def _episode_end(self, step: int, ret: float, length: int) -> bool:
@@ -138,8 +155,8 @@ class RunLogger:
         self.history.append((step, ret))
         self._episodes.writerow([step, self.episode, ret, length])
         mean = float(np.mean(self.window))  # the window holds this episode: never empty here
-        self.writer.add_scalar("charts/episodic_return", ret, step)
-        self.writer.add_scalar("charts/episodic_length", length, step)
+        self._scalar("charts/episodic_return", ret, step)
+        self._scalar("charts/episodic_length", length, step)
         if len(self.window) == self.window.maxlen:
             self.best_mean = mean if self.best_mean is None else max(self.best_mean, mean)
         if (
@@ -153,22 +170,33 @@ class RunLogger:
                 f"{self.label}solved at step {step}, episode {self.episode} "
                 f"(100-episode mean {mean:.1f} >= {self.reward_threshold})"
             )
-            self.writer.add_text("solved", message, step)
-            self.writer.add_scalar("hparams/solved_step", step, step)
+            for sink in self.sinks:
+                sink.text("solved", message, step)
+            self._scalar("hparams/solved_step", step, step)
             log.info(message)
             return True
         return False
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
         for tag, value in values.items():
-            self.writer.add_scalar(tag, value, step)
+            self._scalar(tag, value, step)
         if "eval/mean_return" in values:
             self.last_eval = values["eval/mean_return"]
+            self._show(self.bar.n)
 
     def progress(self, step: int, sps: float, epsilon: float) -> None:
-        self.bar.n = step
-        mean = self.mean_return
-        self.bar.set_postfix(sps=f"{sps:.0f}", ret100="-" if mean is None else f"{mean:.1f}", eps=f"{epsilon:.3f}")
+        self.sps = sps
+        self._show(step)
+
+    def _show(self, step: int) -> None:
+        if self.bar.disable:
+            return
+        self.bar.update(step - self.bar.n)  # tqdm's ETA comes from its smoothed rate of these updates
+        mean, last_eval, sps = self.mean_return, self.last_eval, self.sps
+        self.bar.set_postfix_str(
+            f"{'-' if sps is None else f'{sps:,.0f}'} step/s, ret100 {'-' if mean is None else f'{mean:.1f}'}, "
+            f"eval {'-' if last_eval is None else f'{last_eval:.1f}'}"
+        )
 
     def close(self, step: int, status: str = "finished", extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """Write summary.json (the fields below plus `extra`) and close every file."""
@@ -188,10 +216,14 @@ class RunLogger:
             **(extra or {}),
         }
         if self.best_mean is not None:
-            self.writer.add_scalar("hparams/best_mean_return_100", self.best_mean, step)
-        rundir.write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+            self._scalar("hparams/best_mean_return_100", self.best_mean, step)
         self.bar.close()
-        self.writer.close()
+        if self._redirect is not None:
+            self._redirect.__exit__(None, None, None)
+        self.where = {type(sink).__name__.removesuffix("Sink").lower(): sink.close(summary) for sink in self.sinks}
+        if self.where:
+            summary["logged_to"] = self.where
+        rundir.write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         self._episodes_file.close()
         return summary
 

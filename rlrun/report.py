@@ -1,12 +1,16 @@
-"""Sweep reports: load runs into pandas, aggregate seeds per configuration, write a table and a plot.
+"""Sweep reports: load runs into pandas, aggregate seeds per configuration with rliable, write tables and plots.
 
     python -m rlrun.report outputs/multirun/<sweep>
 
-A configuration is a job's overrides without `seed`. Per configuration the table gives the number of
-seeds, the final 100-episode mean return (mean with a 95% bootstrap confidence interval, and the
-interquartile mean), steps-to-solve (median over the seeds that solved, and how many did), and the mean
-wall time. Jobs that failed are listed with their error. Written into the sweep dir: report.md,
-report.csv and curves.png (mean 100-episode return per configuration with a 95% bootstrap band).
+A configuration is a job's overrides without `seed`. The aggregates are those of Agarwal et al. (2021, "Deep
+RL at the Edge of the Statistical Precipice"), computed by their `rliable` library: per configuration the
+interquartile mean (IQM: the mean of the middle 50% of the seeds) with a 95% stratified bootstrap confidence
+interval, of the greedy evaluation return (`final_eval_return`) and of the training return (the mean of the
+last 100 training episodes, exploration included); steps to the env's solve threshold (median over the seeds
+that reached it, and how many did); mean wall time. For two or more configurations of one env, the
+probability that the best one (by greedy-eval IQM) beats each other one, and a performance profile (the
+fraction of runs scoring above each return). Fewer than 5 seeds get a warning: the intervals are then wide
+and unreliable. Written into the sweep dir: report.md, report.csv, curves.png and profile.png.
 """
 
 from __future__ import annotations
@@ -14,16 +18,21 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import yaml
-from scipy import stats
 
 CURVE_TAG = "charts/mean_return_100"
+FINISHED = ("finished", "solved")
+MIN_SEEDS = 5  # below this the report warns that its confidence intervals are unreliable
+BOOTSTRAP_REPS = 2000  # resamples behind an IQM interval; P(X > Y) and profile bands (dearer) take half
+CURVE_BOOTSTRAP_REPS = 500  # resamples behind a learning-curve band
+EVAL, TRAIN = "final_eval_return", "final_mean_return_100"
 
 
 def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -66,7 +75,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
 
 
 def load_sweep(root: Path) -> pd.DataFrame:
-    """One row per job under `root`, config values as `cfg.*` columns.
+    """One row per job under `root`, config values as `cfg.*` columns, `env` the env id.
 
     `configuration` names a job by the overrides that differ between jobs (seed excluded), so settings
     given to the whole sweep do not clutter the labels.
@@ -76,134 +85,374 @@ def load_sweep(root: Path) -> pd.DataFrame:
     varying = sorted(k for k in keys if len({r["overrides"].get(k) for r in rows}) > 1)
     for r in rows:
         r["configuration"] = " ".join(f"{k}={r['overrides'].get(k)}" for k in varying) or "(all jobs)"
+        r["env"] = r.get("cfg.env.id", "")
     return pd.DataFrame(rows).drop(columns="overrides") if rows else pd.DataFrame()
+
+
+@contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """A library's INFO lines, which under Hydra's logging reach the console as [HYDRA] lines: TensorBoard's
+    directory watcher logs "No path found after <events file>" for every run it reads, rliable (through
+    absl) "Calculating estimates for ..." for every aggregate."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def load_curve(run_dir: Path, tag: str = CURVE_TAG) -> pd.DataFrame:
     """A scalar tag of one run's TensorBoard events as (step, value)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    quiet = logging.getLogger("tensorboard")  # its directory watcher logs "No path found after ..." per run
-    level = quiet.level
-    quiet.setLevel(logging.WARNING)
-    try:
+    with _quiet("tensorboard"):
         acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
         acc.Reload()
-    finally:
-        quiet.setLevel(level)
     if tag not in acc.Tags()["scalars"]:
         return pd.DataFrame(columns=["step", "value"])
     return pd.DataFrame([(e.step, e.value) for e in acc.Scalars(tag)], columns=["step", "value"])
 
 
 def load_curves(root: Path, tag: str = CURVE_TAG) -> pd.DataFrame:
-    """Long format: job, configuration, step, value for every finished job."""
+    """Long format: job, configuration, env, step, value for every finished job."""
     frames = []
     runs = load_sweep(root)
-    for row in runs[runs["status"].isin(["finished", "solved"])].itertuples() if not runs.empty else []:
-        frames.append(load_curve(Path(row.job), tag).assign(job=row.job, configuration=row.configuration))
+    for row in runs[runs["status"].isin(FINISHED)].itertuples() if not runs.empty else []:
+        frames.append(load_curve(Path(row.job), tag).assign(job=row.job, configuration=row.configuration, env=row.env))
     if not frames:
-        return pd.DataFrame(columns=["step", "value", "job", "configuration"])
+        return pd.DataFrame(columns=["step", "value", "job", "configuration", "env"])
     return pd.concat(frames, ignore_index=True)
 
 
-def _bootstrap_ci(x: np.ndarray, seed: int = 0) -> tuple[float, float]:
-    if len(x) < 2 or np.all(x == x[0]):
-        return (float(x[0]), float(x[0])) if len(x) else (np.nan, np.nan)
-    res = stats.bootstrap((x,), np.mean, confidence_level=0.95, n_resamples=2000, rng=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+# ----------------------------------------------------------------------------------------- aggregates (rliable)
 
 
-def summarize(runs: pd.DataFrame) -> pd.DataFrame:
+@contextmanager
+def _bootstrap_seed(seed: int) -> Iterator[None]:
+    """rliable's stratified bootstrap draws its resamples from numpy's global generator (its random_state
+    argument reaches only `arch`): seed it for a repeatable report, and give the caller's state back."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        with _quiet("absl"):
+            yield
+    finally:
+        np.random.set_state(state)
+
+
+def iqm_ci(scores: np.ndarray, reps: int = BOOTSTRAP_REPS, seed: int = 0) -> tuple[float, float, float]:
+    """IQM of `scores` (one per run) and its 95% stratified bootstrap CI; NaNs for no scores."""
+    from rliable import library as rly, metrics
+
+    scores = np.asarray(scores, dtype=float)
+    if len(scores) == 0:
+        return np.nan, np.nan, np.nan
+    with _bootstrap_seed(seed):
+        point, ci = rly.get_interval_estimates(
+            {"x": scores[:, None]}, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps
+        )
+    return float(point["x"][0]), float(ci["x"][0, 0]), float(ci["x"][1, 0])
+
+
+def improvement_probability(
+    x: np.ndarray, y: np.ndarray, reps: int = BOOTSTRAP_REPS // 2, seed: int = 0
+) -> tuple[float, float, float]:
+    """P(X > Y): the chance that a run of X scores above a run of Y (ties count half), with its 95%
+    stratified bootstrap CI."""
+    from rliable import library as rly, metrics
+
+    with _bootstrap_seed(seed):
+        point, ci = rly.get_interval_estimates(
+            {"xy": (np.asarray(x, float)[:, None], np.asarray(y, float)[:, None])},
+            metrics.probability_of_improvement,
+            reps=reps,
+        )
+    low, high = np.ravel(ci["xy"])
+    return float(point["xy"]), float(low), float(high)
+
+
+def _finished(runs: pd.DataFrame) -> pd.DataFrame:
+    done = runs[runs["status"].isin(FINISHED)].copy() if not runs.empty else runs
+    for column in (EVAL, TRAIN, "solved_step", "reward_threshold", "wall_time_s"):
+        if column not in done:
+            done[column] = np.nan
+    done[[EVAL, TRAIN, "solved_step", "reward_threshold", "wall_time_s"]] = done[
+        [EVAL, TRAIN, "solved_step", "reward_threshold", "wall_time_s"]
+    ].astype(float)
+    return done
+
+
+def score_column(runs: pd.DataFrame) -> str:
+    """What profiles and improvement probabilities compare: the greedy evaluation return when every
+    finished run has one, else the training return."""
+    done = _finished(runs)
+    return EVAL if len(done) and done[EVAL].notna().all() else TRAIN
+
+
+def summarize(runs: pd.DataFrame, reps: int = BOOTSTRAP_REPS) -> pd.DataFrame:
     """One row per configuration, over its finished seeds."""
     rows = []
-    done = runs[runs["status"].isin(["finished", "solved"])]
-    for config, g in done.groupby("configuration", sort=True):
-        final = g["final_mean_return_100"].astype(float).dropna().to_numpy()
-        solved = g["solved_step"].dropna().astype(float).to_numpy()
-        lo, hi = _bootstrap_ci(final)
-        rows.append(
+    for config, g in _finished(runs).groupby("configuration", sort=True):
+        solved = g["solved_step"].dropna().to_numpy()
+        row: dict[str, Any] = {"configuration": config, "env": g["env"].iloc[0], "seeds": len(g)}
+        for name, column in (("eval_return", EVAL), ("train_return", TRAIN)):
+            iqm, lo, hi = iqm_ci(g[column].dropna().to_numpy(), reps)
+            row.update({f"{name}_iqm": iqm, f"{name}_ci95_low": lo, f"{name}_ci95_high": hi})
+            row[f"{name}_mean"] = float(g[column].mean())
+        row.update(
             {
-                "configuration": config,
-                "seeds": len(g),
-                "final_return_mean": float(final.mean()) if len(final) else np.nan,
-                "final_return_ci95_low": lo,
-                "final_return_ci95_high": hi,
-                "final_return_iqm": float(stats.trim_mean(final, 0.25)) if len(final) else np.nan,
-                "steps_to_solve_median": float(np.median(solved)) if len(solved) else np.nan,
+                "reward_threshold": g["reward_threshold"].iloc[0],
+                "steps_to_threshold_median": float(np.median(solved)) if len(solved) else np.nan,
+                "solved_seeds": len(solved),
                 "solved": f"{len(solved)}/{len(g)}",
-                "wall_time_s_mean": float(g["wall_time_s"].astype(float).mean()),
+                "wall_time_s_mean": float(g["wall_time_s"].mean()),
             }
         )
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
-def plot_curves(curves: pd.DataFrame, path: Path, points: int = 100) -> Path | None:
-    if curves.empty:
-        return None
+def improvement_table(runs: pd.DataFrame, table: pd.DataFrame, reps: int = BOOTSTRAP_REPS // 2) -> pd.DataFrame:
+    """Per env with two or more configurations: P(best > other) for each other configuration, the best
+    being the highest IQM of the compared score."""
+    column = score_column(runs)
+    iqm = "eval_return_iqm" if column == EVAL else "train_return_iqm"
+    done = _finished(runs)
+    rows = []
+    for env, t in table.groupby("env", sort=True):
+        if len(t) < 2:
+            continue
+        best = t.loc[t[iqm].idxmax(), "configuration"]
+        x = done.loc[done.configuration == best, column].to_numpy()
+        for other in t.configuration:
+            if other != best:
+                y = done.loc[done.configuration == other, column].to_numpy()
+                p, lo, hi = improvement_probability(x, y, reps)
+                rows.append(
+                    {"env": env, "x": best, "y": other, "score": column, "p": p, "ci95_low": lo, "ci95_high": hi}
+                )
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------------------------- plots
+
+
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for config, g in curves.groupby("configuration", sort=True):
-        grid = np.linspace(0, g["step"].max(), points)
-        per_seed = np.stack(
-            [np.interp(grid, c["step"], c["value"], left=np.nan) for _, c in g.groupby("job") if len(c)]
-        )
-        with warnings.catch_warnings():  # grid points before a seed's first episode are NaN
-            warnings.simplefilter("ignore", RuntimeWarning)
-            mean = np.nanmean(per_seed, axis=0)
-        ax.plot(grid, mean, label=f"{config} (n={len(per_seed)})")
-        if len(per_seed) >= 2:
-            ok = ~np.isnan(per_seed).any(axis=0) & (per_seed.std(axis=0) > 0)
-            if ok.any():
-                ci = stats.bootstrap(
-                    (per_seed[:, ok],), np.mean, axis=0, n_resamples=1000, rng=np.random.default_rng(0)
-                ).confidence_interval
-                ax.fill_between(grid[ok], ci.low, ci.high, alpha=0.2)
-    ax.set_xlabel("env step")
-    ax.set_ylabel("100-episode mean return")
-    ax.legend(fontsize=7, loc="best")
+    return plt
+
+
+def _colors(configurations: Any) -> dict[str, Any]:
+    """One colour per configuration, the same in every figure (rliable's colour-blind palette)."""
+    import seaborn as sns
+
+    names = sorted(set(configurations))
+    return dict(zip(names, sns.color_palette("colorblind", n_colors=len(names))))
+
+
+def _legend_below(ax: Any, n: int) -> None:
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(n, 2), fontsize=8, frameon=False)
+
+
+def plot_curves(curves: pd.DataFrame, path: Path, thresholds: dict[str, float] | None = None, points: int = 100):
+    """Per env, the IQM over seeds of each configuration's 100-episode mean return against env steps, with
+    a 95% stratified bootstrap band, and the solve threshold."""
+    from rliable import library as rly
+    from scipy import stats
+
+    if curves.empty:
+        return None
+    plt = _pyplot()
+    envs = sorted(curves["env"].unique())
+    colors = _colors(curves["configuration"])
+    fig, axes = plt.subplots(len(envs), 1, figsize=(8, 4.2 * len(envs)), squeeze=False)
+    for ax, env in zip(axes[:, 0], envs):
+        per_env = curves[curves["env"] == env]
+        for config, g in per_env.groupby("configuration", sort=True):
+            runs = [c for _, c in g.groupby("job") if len(c)]
+            # From the step where every seed has finished an episode, so each grid point has all seeds.
+            grid = np.linspace(max(c["step"].min() for c in runs), g["step"].max(), points)
+            per_seed = np.stack([np.interp(grid, c["step"], c["value"]) for c in runs])
+            with _bootstrap_seed(0):  # rliable's aggregate_iqm is scipy's 25% trimmed mean; here per grid point
+                iqm, ci = rly.get_interval_estimates(
+                    {"c": per_seed}, lambda s: stats.trim_mean(s, 0.25, axis=0), reps=CURVE_BOOTSTRAP_REPS
+                )
+            ax.plot(grid, iqm["c"], color=colors[config], label=f"{config} (n={len(runs)})")
+            if len(runs) >= 2:
+                ax.fill_between(grid, ci["c"][0], ci["c"][1], color=colors[config], alpha=0.2)
+        threshold = (thresholds or {}).get(env)
+        if threshold is not None and np.isfinite(threshold):
+            ax.axhline(threshold, color="grey", linestyle="--", linewidth=1, label=f"solve threshold {threshold:g}")
+        ax.set_title(f"{env}: 100-episode mean training return (IQM over seeds, 95% CI)", fontsize=10)
+        ax.set_xlabel("env step")
+        ax.set_ylabel("return")
+        ax.grid(alpha=0.3)
+        _legend_below(ax, per_env["configuration"].nunique() + 1)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return path
 
 
-def write_report(root: Path) -> str:
-    """Write report.md, report.csv and curves.png into `root`; returns the markdown."""
+def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2):
+    """rliable's performance profile per env: for every return tau, the fraction of a configuration's runs
+    scoring above it, with a 95% stratified bootstrap band."""
+    from rliable import library as rly, plot_utils
+
+    column = score_column(runs)
+    done = _finished(runs).dropna(subset=[column])
+    if done.empty:
+        return None
+    plt = _pyplot()
+    envs = sorted(done["env"].unique())
+    colors = _colors(done["configuration"])
+    fig, axes = plt.subplots(len(envs), 1, figsize=(8, 4.2 * len(envs)), squeeze=False)
+    what = "greedy evaluation return" if column == EVAL else "training return (last 100 episodes)"
+    for ax, env in zip(axes[:, 0], envs):
+        d = done[done["env"] == env]
+        groups = dict(list(d.groupby("configuration", sort=True)))
+        scores = {f"{config} (n={len(g)})": g[column].to_numpy()[:, None] for config, g in groups.items()}
+        threshold = d["reward_threshold"].dropna()
+        lo, hi = d[column].min(), max(d[column].max(), threshold.max() if len(threshold) else -np.inf)
+        taus = np.linspace(lo - 0.05 * (hi - lo + 1), hi + 0.05 * (hi - lo + 1), 101)
+        with _bootstrap_seed(0):
+            profiles, cis = rly.create_performance_profile(scores, taus, reps=reps)
+        plot_utils.plot_performance_profiles(
+            profiles,
+            taus,
+            performance_profile_cis=cis,
+            ax=ax,
+            colors={f"{config} (n={len(g)})": colors[config] for config, g in groups.items()},
+            xlabel=f"{what} " + r"$\tau$",
+            ylabel=r"fraction of runs with score $> \tau$",
+            labelsize="medium",
+            ticklabelsize="medium",
+        )
+        if len(threshold):
+            ax.axvline(threshold.iloc[0], color="grey", linestyle="--", linewidth=1, label="solve threshold")
+        ax.set_title(f"{env}: performance profile of the {what}", fontsize=10)
+        _legend_below(ax, len(scores) + 1)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------- report
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _ci_cell(iqm: float, lo: float, hi: float, n: int) -> str:
+    if not np.isfinite(iqm):
+        return "not evaluated"
+    return f"{iqm:.1f}" if n < 2 else f"{iqm:.1f} [{lo:.1f}, {hi:.1f}]"
+
+
+def _steps_cell(row: Any) -> str:
+    if not np.isfinite(row.reward_threshold):
+        return "no threshold"
+    if row.solved_seeds == 0:
+        return f"not reached ({row.solved})"
+    return f"{row.steps_to_threshold_median:,.0f} ({row.solved})"
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    shown = pd.DataFrame(
+        {
+            "configuration": table.configuration,
+            "seeds": table.seeds,
+            "greedy eval IQM [95% CI]": [
+                _ci_cell(r.eval_return_iqm, r.eval_return_ci95_low, r.eval_return_ci95_high, r.seeds)
+                for r in table.itertuples()
+            ],
+            "training return IQM [95% CI]": [
+                _ci_cell(r.train_return_iqm, r.train_return_ci95_low, r.train_return_ci95_high, r.seeds)
+                for r in table.itertuples()
+            ],
+            "steps to threshold (median, solved)": [_steps_cell(r) for r in table.itertuples()],
+            "wall time (s)": [f"{t:.1f}" for t in table.wall_time_s_mean],
+        }
+    )
+    return shown.to_markdown(index=False, colalign=["left", "right", "right", "right", "right", "right"])
+
+
+def write_report(root: Path, reps: int = BOOTSTRAP_REPS) -> str:
+    """Write report.md, report.csv, curves.png and profile.png into `root`; returns the markdown."""
     root = Path(root)
     runs = load_sweep(root)
     if runs.empty:
         return f"No runs under {root}."
-    table = summarize(runs)
+    table = summarize(runs, reps)
     table.to_csv(root / "report.csv", index=False)
-    lines = [f"# Sweep report: {root}", "", f"{len(runs)} jobs, {len(table)} configurations.", ""]
+    done = _finished(runs)
+    envs = ", ".join(
+        f"{env} (solve threshold {t:g})" if np.isfinite(t) else str(env)
+        for env, t in done.groupby("env")["reward_threshold"].first().items()
+    )
+    lines = [
+        f"# Sweep report: {root}",
+        "",
+        f"{_plural(len(runs), 'job')} ({len(done)} finished), {_plural(len(table), 'configuration')}"
+        + (f"; {envs}." if envs else "."),
+        "",
+    ]
+    few = table[table.seeds < MIN_SEEDS] if not table.empty else table
+    if not few.empty:
+        lines += [
+            f"**Warning:** {_plural(len(few), 'configuration')} with fewer than {MIN_SEEDS} seeds "
+            f"({', '.join(str(n) for n in sorted(set(few.seeds)))}): confidence intervals from so few runs are "
+            f"wide and unreliable. Run at least {MIN_SEEDS} seeds per configuration (e.g. `seed=0,1,2,3,4`).",
+            "",
+        ]
     if not table.empty:
-        shown = table.copy()
-        shown["final return (95% CI)"] = [
-            f"{m:.1f} [{lo:.1f}, {hi:.1f}]"
-            for m, lo, hi in zip(table.final_return_mean, table.final_return_ci95_low, table.final_return_ci95_high)
+        lines += [
+            markdown_table(table),
+            "",
+            "IQM: the mean of the middle 50% of the seeds; [low, high]: 95% stratified bootstrap confidence "
+            f"interval ({reps} resamples; rliable). Greedy eval: `final_eval_return`, the last greedy "
+            "evaluation; training return: the mean of the last 100 training episodes (exploration included).",
         ]
-        shown = shown[
-            [
-                "configuration",
-                "seeds",
-                "final return (95% CI)",
-                "final_return_iqm",
-                "steps_to_solve_median",
-                "solved",
-                "wall_time_s_mean",
+        improvement = improvement_table(runs, table, reps // 2)
+        if not improvement.empty:
+            what = "greedy evaluation return" if improvement.score.iloc[0] == EVAL else "training return"
+            pairs = pd.DataFrame(
+                {
+                    "X": improvement.x,
+                    "Y": improvement.y,
+                    "P(X > Y) [95% CI]": [
+                        f"{r.p:.2f} [{r.ci95_low:.2f}, {r.ci95_high:.2f}]" for r in improvement.itertuples()
+                    ],
+                }
+            )
+            lines += [
+                "",
+                f"## Probability of improvement ({what})",
+                "",
+                "The chance that a run of X, the configuration with the highest IQM, scores above a run of Y.",
+                "",
+                pairs.to_markdown(index=False),
             ]
-        ]
-        lines.append(shown.to_markdown(index=False, floatfmt=".1f"))
-    failed = runs[~runs["status"].isin(["finished", "solved"])]
+    failed = runs[~runs["status"].isin(FINISHED)]
     if not failed.empty:
         lines += ["", "## Failed jobs", ""]
         lines += [f"- `{r.job}` ({r.status}): {r.error}" for r in failed.itertuples()]
-    plot_curves(load_curves(root), root / "curves.png")
+    thresholds = done.groupby("env")["reward_threshold"].first().to_dict()
+    figures = [
+        (plot_curves(load_curves(root), root / "curves.png", thresholds), "learning curves"),
+        (plot_profile(runs, root / "profile.png", reps // 2), "performance profile"),
+    ]
+    shown_figures = [f"![{what}]({path.name})" for path, what in figures if path is not None]
+    if shown_figures:
+        lines += ["", *shown_figures]
     text = "\n".join(lines) + "\n"
     (root / "report.md").write_text(text)
     return text

@@ -51,3 +51,7 @@ def test_video(run_dir):
     folders = sorted((run_dir / "videos").iterdir())
     assert len(folders) == 2 and all(len(list(f.glob("*.mp4"))) == 1 for f in folders)
     assert f"videos: {folders[-1]}" in proc.stdout
+    # the recorded episodes are the evaluated ones: the same returns as an evaluation without video
+    recorded = json.loads((run_dir / "evaluation.json").read_text())["returns"]
+    proc = cli("-m", "rlrun.evaluate", str(run_dir), "episodes=1")
+    assert json.loads((run_dir / "evaluation.json").read_text())["returns"] == recorded

@@ -1,5 +1,6 @@
 """RunLogger's episode bookkeeping, with hand-made episodes."""
 
+import pytest
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -25,3 +26,139 @@ def test_episodes_ending_at_one_vector_step_give_one_mean_return_point(tmp_path)
     assert [(e.step, e.value) for e in acc.Scalars("charts/episodic_return")] == [(16, 1.0), (31, 2.0), (32, 3.0)]
     rows = (tmp_path / "episodes.csv").read_text().splitlines()
     assert rows[1:] == ["16,1,1.0,5", "31,2,2.0,7", "32,3,3.0,9"]
+
+
+# --- logging backends (rlrun.sinks) ------------------------------------------------------------------
+
+
+def read_wandb_records(path):
+    """The records of a W&B offline run file (`run-<id>.wandb`): W&B's LevelDB-style log of protobufs
+    (7-byte file header; 32 KiB blocks of chunks, each with a 7-byte header: crc, length, type)."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data, pos, block, records, buf = path.read_bytes(), 7, 32768, [], b""
+    assert data[:4] == b":W&B"
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block's tail too short for a header is padding
+            pos += block - pos % block
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        buf += data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # FULL or LAST chunk: a whole record
+            record = pb.Record()
+            record.ParseFromString(buf)
+            records.append(record)
+            buf = b""
+    return records
+
+
+def wandb_history(path):
+    import json
+
+    rows = []
+    for r in read_wandb_records(path):
+        if r.WhichOneof("record_type") == "history":
+            rows.append({(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in r.history.item})
+    return rows
+
+
+def hand_made_run(log):
+    log.episodes_end(16, [(16, 1.0, 5)])
+    log.episodes_end(32, [(31, 2.0, 7), (32, 3.0, 9)])
+    log.scalars(32, {"losses/td_loss": 0.5, "eval/mean_return": 7.0})
+    return log.close(64)
+
+
+def test_every_backend_gets_the_same_scalars_params_and_summary(tmp_path, monkeypatch):
+    mlflow = pytest.importorskip("mlflow")
+    pytest.importorskip("wandb")
+    from rlrun.sinks import SinkRun, make_sinks
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    cfg = OmegaConf.create({"seed": 3, "algo": {"gamma": 0.9}})
+    backends = {"tensorboard": {}, "csv": {}, "mlflow": {"tracking_uri": None, "experiment": None}, "wandb": {}}
+    run = SinkRun(tmp_path, tmp_path, "run-a", "unit")
+    log = RunLogger(tmp_path, cfg, 64, 2.5, progress_bar=False, window=2, sinks=make_sinks(backends, run))
+    summary = hand_made_run(log)
+    expected = {
+        "charts/episodic_return": [(16, 1.0), (31, 2.0), (32, 3.0)],
+        "charts/mean_return_100": [(16, 1.0), (32, 2.5)],
+    }
+
+    # MLflow, read back through its own client, from the store in the run directory
+    uri = summary["logged_to"]["mlflow"]["tracking_uri"]
+    assert uri == f"sqlite:///{tmp_path.resolve() / 'mlruns' / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(experiment_names=["unit"])
+    assert len(runs) == 1 and runs.loc[0, "tags.mlflow.runName"] == "run-a" and runs.loc[0, "status"] == "FINISHED"
+    assert runs.loc[0, "params.seed"] == "3" and runs.loc[0, "params.algo.gamma"] == "0.9"
+    assert runs.loc[0, "metrics.summary/final_eval_return"] == 7.0 and runs.loc[0, "metrics.losses/td_loss"] == 0.5
+    client = mlflow.MlflowClient(uri)
+    for tag, points in expected.items():
+        assert [(m.step, m.value) for m in client.get_metric_history(runs.loc[0, "run_id"], tag)] == points
+
+    # W&B, from its offline run file: one history row per env step, against the env_step axis
+    (wandb_file,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
+    history = wandb_history(wandb_file)
+    for tag, points in expected.items():
+        assert [(row["env_step"], row[tag]) for row in history if tag in row] == points
+    assert [row["env_step"] for row in history] == [16, 31, 32, 64]  # 64: hparams/best_mean_return_100
+
+    # CSV rows and TensorBoard events carry the same points
+    rows = [r.split(",") for r in (tmp_path / "scalars.csv").read_text().splitlines()[1:]]
+    assert [(int(s), float(v)) for s, t, v in rows if t == "charts/episodic_return"] == expected[
+        "charts/episodic_return"
+    ]
+    acc = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("charts/mean_return_100")] == expected["charts/mean_return_100"]
+    assert not (tmp_path.parent / "mlruns").exists()
+
+    # a resumed run continues the same MLflow run and W&B id
+    ids = summary["logged_to"]["mlflow"]["run_id"], summary["logged_to"]["wandb"]["id"]
+    resumed = SinkRun(tmp_path, tmp_path, "run-a", "unit", resume_step=32)
+    log = RunLogger(
+        tmp_path, cfg, 64, 2.5, progress_bar=False, window=2, resume_step=32, sinks=make_sinks(backends, resumed)
+    )
+    log.scalars(48, {"losses/td_loss": 0.25})
+    again = log.close(64)
+    assert (again["logged_to"]["mlflow"]["run_id"], again["logged_to"]["wandb"]["id"]) == ids
+    assert len(mlflow.search_runs(experiment_names=["unit"])) == 1
+    assert [m.value for m in client.get_metric_history(ids[0], "losses/td_loss")] == [0.5, 0.25]
+
+
+def test_logger_group_composes_several_backends_and_refuses_a_missing_package(compose, monkeypatch):
+    import importlib.util
+
+    from rlrun.validate import ConfigError, validate
+
+    cfg = compose("logger=[tensorboard,mlflow]")
+    assert cfg.logger.tensorboard is not None and cfg.logger.mlflow.tracking_uri is None
+    assert cfg.logger.wandb is None and cfg.logger.csv is None
+    assert compose().logger.tensorboard is not None and compose().logger.mlflow is None  # the default
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlflow" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"logger='mlflow'.*pip install -e '\.\[mlflow\]'"):
+        validate(cfg)
+
+
+@pytest.mark.slow  # ~9 s: a second MLflow store is created
+def test_batched_agents_are_runs_of_their_own(compose, tmp_path, monkeypatch):
+    mlflow = pytest.importorskip("mlflow")
+    from rlrun import build
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cfg = compose("seeds=2", "seed=5", "logger=mlflow", "log.progress_bar=false")
+    population = build.population(cfg, tmp_path / "run", None, None)
+    for k, lg in enumerate(population.loggers):
+        lg.episodes_end(16, [(16, float(k), 5)])
+        lg.close(16)
+    mlflow.set_tracking_uri(f"sqlite:///{(tmp_path / 'run' / 'mlruns' / 'mlflow.db').resolve()}")
+    runs = mlflow.search_runs(experiment_names=[cfg.exp_name]).sort_values("tags.mlflow.runName")
+    assert list(runs["tags.mlflow.runName"]) == ["run/seed=5", "run/seed=6"]
+    assert list(runs["params.seed"]) == ["5", "6"] and list(runs["metrics.charts/episodic_return"]) == [0.0, 1.0]
+    assert not list((tmp_path / "run").glob("events.out.tfevents.*"))  # logger=mlflow alone: no TensorBoard

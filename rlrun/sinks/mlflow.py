@@ -1,0 +1,104 @@
+"""logger=mlflow: one MLflow run per agent, through MLflow's own client (the `mlflow` extra).
+
+By default the store is SQLite in `<run dir>/mlruns/` (`mlflow.db`, artifacts in `artifacts/`), and
+MLflow's telemetry is off, so nothing is written outside the run directory; `logger.mlflow.tracking_uri`
+(or `$MLFLOW_TRACKING_URI`) sends the runs to a server or a shared store instead. Params are the
+flattened config, metrics the scalars (sent in batches), and the summary's numbers are `summary/*`
+metrics with `summary.json` and `config.yaml` as artifacts. The run id is kept in `mlflow_run.json` in the
+agent's directory: a resumed run continues the same MLflow run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+from rlrun import rundir
+from rlrun.sinks import SinkRun, numeric
+
+STATE_FILE = "mlflow_run.json"
+BATCH = 1000  # MLflow's limit of metrics per log_batch call
+FLUSH_SECONDS = 15.0  # send buffered metrics at least this often while they arrive
+PARAM_BATCH, PARAM_VALUE_MAX = 100, 6000  # MLflow's limits per call and per value
+
+
+def local_store(run: SinkRun) -> tuple[str, str]:
+    """(tracking URI, artifact location) of the store in `<run dir>/mlruns/`."""
+    store = run.root / "mlruns"
+    store.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{store.resolve() / 'mlflow.db'}", (store / "artifacts").resolve().as_uri()
+
+
+class MLflowSink:
+    def __init__(self, run: SinkRun, tracking_uri: str | None = None, experiment: str | None = None):
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it writes ~/.config/mlflow and calls home
+        from mlflow import MlflowClient
+
+        for name in ("mlflow", "alembic"):  # "Creating initial MLflow database tables..." is not for users
+            logging.getLogger(name).setLevel(logging.WARNING)  # after the import, which sets mlflow's to INFO
+
+        artifacts = None
+        uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        if not uri:
+            uri, artifacts = local_store(run)
+        self.uri, self.client = uri, MlflowClient(tracking_uri=uri)
+        state = run.dir / STATE_FILE
+        if run.resume_step is not None and state.exists():
+            self.run_id = json.loads(state.read_text())["run_id"]
+            self.client.update_run(self.run_id, status="RUNNING")
+        else:
+            experiment_id = self._experiment(experiment or run.experiment, artifacts)
+            tags = {"rlrun.run_dir": str(run.dir.resolve())} | ({"rlrun.group": run.group} if run.group else {})
+            self.run_id = self.client.create_run(experiment_id, run_name=run.name, tags=tags).info.run_id
+            rundir.write_text(state, json.dumps({"tracking_uri": uri, "run_id": self.run_id}, indent=2) + "\n")
+        self._metrics: list[Any] = []
+        self._sent = time.monotonic()
+
+    def _experiment(self, name: str, artifact_location: str | None) -> str:
+        from mlflow.exceptions import MlflowException
+
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        try:
+            return self.client.create_experiment(name, artifact_location=artifact_location)
+        except MlflowException:  # another job created it meanwhile
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return found.experiment_id
+
+    def start(self, params: dict[str, Any], config_yaml: str) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:PARAM_VALUE_MAX]) for k, v in params.items()]
+        for i in range(0, len(items), PARAM_BATCH):
+            self.client.log_batch(self.run_id, params=items[i : i + PARAM_BATCH])
+        self.client.log_text(self.run_id, config_yaml, "config.yaml")
+
+    def scalar(self, tag: str, value: float, step: int) -> None:
+        from mlflow.entities import Metric
+
+        self._metrics.append(Metric(tag, float(value), int(time.time() * 1000), step))
+        if len(self._metrics) >= BATCH or time.monotonic() - self._sent > FLUSH_SECONDS:
+            self.flush()
+
+    def text(self, tag: str, text: str, step: int) -> None:
+        self.client.set_tag(self.run_id, tag, text[:PARAM_VALUE_MAX])
+
+    def flush(self) -> None:
+        for i in range(0, len(self._metrics), BATCH):
+            self.client.log_batch(self.run_id, metrics=self._metrics[i : i + BATCH])
+        self._metrics, self._sent = [], time.monotonic()
+
+    def close(self, summary: dict[str, Any]) -> dict[str, Any]:
+        step = summary["env_steps"]
+        for key, value in numeric(summary).items():
+            self.scalar(f"summary/{key}", value, step)
+        self.flush()
+        self.client.log_dict(self.run_id, summary, "summary.json")
+        self.client.set_terminated(self.run_id, status="FINISHED")
+        return {"tracking_uri": self.uri, "run_id": self.run_id}

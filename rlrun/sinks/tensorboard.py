@@ -1,0 +1,44 @@
+"""logger=tensorboard: `events.out.tfevents.*` in the agent's directory, the config as text and hparams."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
+
+# Scalars the HParams tab shows next to each run's hyperparameters.
+HPARAM_METRICS = ["charts/mean_return_100", "eval/mean_return", "hparams/best_mean_return_100", "hparams/solved_step"]
+
+
+class TensorBoardSink:
+    def __init__(self, out_dir: Path, resume_step: int | None = None):
+        """With `resume_step`, TensorBoard purges what a dead process wrote after that step."""
+        self.out_dir = Path(out_dir)
+        purge = None if resume_step is None else resume_step + 1
+        self.writer = SummaryWriter(str(self.out_dir), purge_step=purge)
+
+    def start(self, params: dict[str, Any], config_yaml: str) -> None:
+        self.writer.add_text("config", "    " + config_yaml.replace("\n", "\n    "), 0)
+        file_writer = self.writer.file_writer
+        assert file_writer is not None
+        for summary in hparams(params, {m: 0.0 for m in HPARAM_METRICS}):
+            file_writer.add_summary(summary)
+
+    def scalar(self, tag: str, value: float, step: int) -> None:
+        self.writer.add_scalar(tag, value, step)
+
+    def text(self, tag: str, text: str, step: int) -> None:
+        self.writer.add_text(tag, text, step)
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self, summary: dict[str, Any]) -> dict[str, Any]:
+        self.writer.add_text(
+            "summary", "    " + json.dumps(summary, indent=2).replace("\n", "\n    "), summary["env_steps"]
+        )
+        self.writer.close()
+        return {"logdir": str(self.out_dir)}

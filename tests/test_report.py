@@ -1,0 +1,93 @@
+"""Sweep report aggregates (rliable) on small hand-checkable inputs, and the report written for a made-up sweep."""
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from rlrun.report import improvement_probability, iqm_ci, write_report
+
+
+def test_iqm_is_the_mean_of_the_middle_half_with_a_bracketing_ci():
+    iqm, lo, hi = iqm_ci(np.arange(1.0, 9.0), reps=500)  # middle half of 1..8: 3, 4, 5, 6
+    assert iqm == pytest.approx(4.5)
+    assert 1.0 <= lo < 4.5 < hi <= 8.0
+    iqm, lo, hi = iqm_ci(np.array([100.0, 200.0, 450.0, 480.0, 500.0]), reps=200)  # 5 runs: one cut at each end
+    assert iqm == pytest.approx((200 + 450 + 480) / 3)
+    assert iqm_ci(np.array([7.0, 7.0, 7.0]), reps=100) == (7.0, 7.0, 7.0)
+    assert np.isnan(iqm_ci(np.array([]))[0])
+
+
+def test_bootstrap_is_repeatable_and_leaves_numpys_generator_alone():
+    np.random.seed(123)
+    expected_next = np.random.random()
+    np.random.seed(123)
+    first = iqm_ci(np.array([1.0, 5.0, 2.0, 9.0, 4.0]), reps=200)
+    assert iqm_ci(np.array([1.0, 5.0, 2.0, 9.0, 4.0]), reps=200) == first
+    assert np.random.random() == expected_next
+
+
+def test_probability_of_improvement_counts_pairs_and_half_ties():
+    # pairs (x, y) with x > y: 3>1, 3>2, 4>all three, 5>all three = 8, plus the tie 3=3 counted half: 8.5/9
+    p, lo, hi = improvement_probability(np.array([3.0, 4.0, 5.0]), np.array([1.0, 2.0, 3.0]), reps=300)
+    assert p == pytest.approx(8.5 / 9)
+    assert lo <= p <= hi <= 1.0
+    assert improvement_probability(np.array([1.0, 2.0]), np.array([1.0, 2.0]), reps=100)[0] == 0.5
+
+
+def make_run(root, lr, seed, eval_return, train_return, solved_step):
+    run = root / f"optimizer.lr={lr}" / f"seed={seed}"
+    (run / ".hydra").mkdir(parents=True)
+    cfg = {"seed": seed, "optimizer": {"lr": lr}, "env": {"id": "CartPole-v1"}}
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"optimizer.lr={lr}", f"seed={seed}"]))
+    summary = {
+        "status": "finished",
+        "final_eval_return": eval_return,
+        "final_mean_return_100": train_return,
+        "reward_threshold": 475.0,
+        "solved_step": solved_step,
+        "wall_time_s": 10.0,
+    }
+    (run / "summary.json").write_text(json.dumps(summary))
+
+
+def test_report_of_two_configurations(tmp_path):
+    a = [(500.0, 300.0, 10_000), (480.0, 310.0, 12_000), (200.0, 100.0, None), (450.0, 290.0, 14_000)]
+    a.append((100.0, 50.0, None))
+    for seed, (ev, tr, solved) in enumerate(a):
+        make_run(tmp_path, 0.001, seed, ev, tr, solved)
+    for seed, (ev, tr) in enumerate([(150.0, 90.0), (160.0, 100.0)]):
+        make_run(tmp_path, 0.01, seed, ev, tr, None)
+
+    text = write_report(tmp_path, reps=400)
+
+    table = pd.read_csv(tmp_path / "report.csv").set_index("configuration")
+    good, bad = table.loc["optimizer.lr=0.001"], table.loc["optimizer.lr=0.01"]
+    assert good.seeds == 5 and bad.seeds == 2
+    assert good.eval_return_iqm == pytest.approx((200 + 450 + 480) / 3)  # sorted 100 200 450 480 500
+    assert good.train_return_iqm == pytest.approx((100 + 290 + 300) / 3)
+    assert bad.eval_return_iqm == pytest.approx(155.0)  # two runs: nothing is cut
+    assert good.steps_to_threshold_median == 12_000 and good.solved == "3/5" and bad.solved == "0/2"
+    assert good.eval_return_ci95_low <= good.eval_return_iqm <= good.eval_return_ci95_high
+
+    assert "2 configurations" in text and "7 jobs (7 finished)" in text
+    assert "1 configuration with fewer than 5 seeds (2)" in text  # only lr=0.01
+    assert "12,000 (3/5)" in text and "not reached (0/2)" in text
+    assert not re.search(r"\bnan\b", text, re.IGNORECASE)
+    # P(lr=0.001 > lr=0.01): 500, 480, 450 and 200 beat both of 150 and 160, 100 beats neither: 8/10
+    assert "| optimizer.lr=0.001 | optimizer.lr=0.01 | 0.80 [" in text
+    assert (tmp_path / "profile.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (tmp_path / "curves.png").exists()  # no TensorBoard events in these made-up runs
+
+
+def test_one_configuration_without_evaluations(tmp_path):
+    for seed in range(5):
+        make_run(tmp_path, 0.001, seed, None, 20.0 + seed, None)
+    text = write_report(tmp_path, reps=200)
+    assert "1 configuration;" in text and "fewer than 5 seeds" not in text
+    assert "not evaluated" in text and "22.0 [" in text
+    assert "Probability of improvement" not in text and not re.search(r"\bnan\b", text, re.IGNORECASE)
