@@ -58,7 +58,7 @@ def make_vector_env(
     vectorization: str = "sync",
     max_episode_steps: int | None = None,
     gamma: float = 0.99,
-    reward_scale: float = 1.0,
+    reward_scale: float | list[float] = 1.0,
     normalize_reward: bool = False,
     clip_reward: float | None = None,
     action_bins: int | None = None,
@@ -74,29 +74,51 @@ def make_vector_env(
 
     SAME_STEP: the step that ends an episode already returns the next episode's first observation, and
     the real last observation arrives in `infos["final_obs"]`. So every env step is one real transition
-    and none links two episodes (see `next_obs_for_storage`).
+    and none links two episodes (see `next_obs_for_storage`). ALE games (`atari`) come from rlrun.atari,
+    which presents the same interface with whole games in the episode statistics.
     """
+    if atari is not None:  # ALE games: rlrun.atari, which records whole games in its episode statistics
+        from rlrun.atari import make_atari_env
+
+        envs: gym.vector.VectorEnv = make_atari_env(
+            env_id,
+            num_envs,
+            **atari,
+            frame_stack=frame_stack,
+            max_episode_steps=max_episode_steps,
+            vectorization=vectorization,
+            train=train,
+        )
+    else:
+        envs = RecordEpisodeStatistics(
+            gym_vector_env(env_id, num_envs, vectorization, max_episode_steps, action_bins, frame_stack)
+        )
+    if isinstance(reward_scale, (list, tuple)):  # one factor per sub-env (agents with their own, rlrun.agents)
+        scales = np.asarray(reward_scale, dtype=np.float64)
+        envs = TransformReward(envs, lambda r: r * scales)
+    elif reward_scale != 1.0:
+        envs = TransformReward(envs, lambda r: r * reward_scale)
+    if normalize_reward:
+        envs = NormalizeReward(envs, gamma=gamma)
+    if clip_reward is not None:
+        envs = ClipReward(envs, -clip_reward, clip_reward)
+    return envs
+
+
+def gym_vector_env(
+    env_id: str,
+    num_envs: int,
+    vectorization: str,
+    max_episode_steps: int | None,
+    action_bins: int | None,
+    frame_stack: int,
+) -> gym.vector.VectorEnv:
+    """Any gymnasium id in gymnasium's sync or async vector env, SAME_STEP autoreset."""
     kwargs = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
     wrappers = [one_hot_discrete] + ([] if action_bins is None else [partial(DiscretizeAction, bins=action_bins)])
-    if atari is not None:
-        import ale_py  # noqa: F401  (the `atari` extra)
-        from gymnasium.wrappers import AtariPreprocessing
-
-        gym.register_envs(ale_py)
-        kwargs["frameskip"] = 1  # AtariPreprocessing skips (and max-pools) instead
-        wrappers.append(
-            partial(
-                AtariPreprocessing,
-                noop_max=atari["noop_max"],
-                frame_skip=atari["frame_skip"],
-                screen_size=atari["screen_size"],
-                grayscale_obs=True,
-                terminal_on_life_loss=train and atari["terminal_on_life_loss"],
-            )
-        )
     if frame_stack:
         wrappers.append(partial(FrameStackObservation, stack_size=frame_stack))
-    envs = gym.make_vec(
+    return gym.make_vec(
         env_id,
         num_envs=num_envs,
         vectorization_mode=vectorization,
@@ -106,14 +128,6 @@ def make_vector_env(
         wrappers=wrappers,  # type: ignore[arg-type]
         **kwargs,
     )
-    envs = RecordEpisodeStatistics(envs)
-    if reward_scale != 1.0:
-        envs = TransformReward(envs, lambda r: r * reward_scale)
-    if normalize_reward:
-        envs = NormalizeReward(envs, gamma=gamma)
-    if clip_reward is not None:
-        envs = ClipReward(envs, -clip_reward, clip_reward)
-    return envs
 
 
 def next_obs_for_storage(next_obs: np.ndarray, infos: dict) -> np.ndarray:

@@ -36,6 +36,12 @@ class MetricWindow:
         self.values.setdefault("sample_age", []).append(batch.age.mean(dim=-1, dtype=torch.float32))
         self.sampled.append(batch.indices)
 
+    def add_measured(self, measured: dict[str, torch.Tensor]) -> None:
+        """One recorded update's metrics (rlrun.graphs), sample_age and the sampled indices included."""
+        for k in ("td_loss", "q_mean", "q_var", "grad_norm", "sample_age"):
+            self.values.setdefault(k, []).append(measured[k])
+        self.sampled.append(measured["indices"])
+
     def read(self, replay_stats: dict[str, torch.Tensor] | None = None) -> dict[str, Any]:
         """Means over the window's gradient steps, the fraction of distinct transitions sampled, and
         `replay_stats` (PER's priority statistics) under `per/`, read with one host-device sync; then

@@ -10,6 +10,7 @@
     python scripts/bench.py seeds --seeds 8 --steps 20000     # seeds=K in one process vs one single-seed run
     python scripts/bench.py sweep                             # 4-job sweep: joblib with 2 workers vs serial
     python scripts/bench.py threads                           # env steps/s with 1 torch thread vs torch's default
+    python scripts/bench.py atari --envs 8 [--device cuda]    # Atari env steps/s: ale-py's vector env vs gymnasium's
 
 Contestants alternate (the order reversed every other round, so a drifting machine weighs on both alike) and
 the figures are medians over the rounds. Each subcommand ends with a table under the date, the hardware and
@@ -18,7 +19,8 @@ steady single-process timings pin to an idle core: `taskset -c 0 python scripts/
 pins its runs itself; `seeds --separate` and `sweep` need several idle cores and must not be pinned).
 
 Only rlrun's stable surface is used: `python -m rlrun.train`, `rlrun.train.train`, Hydra's compose API,
-and the constructors of QNetwork, DQNLearner, the replay buffers and FrameStore.
+and the constructors of QNetwork, DQNLearner, the replay buffers and FrameStore (and `atari`'s env-alone figure,
+`rlrun.envs.make_vector_env`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, next to this script
 
+from benchlib.atari import atari  # noqa: E402
 from benchlib.parts import memory, per, switches  # noqa: E402
 from benchlib.runs import (  # noqa: E402
     COMPARE_DEFAULTS,
@@ -130,6 +133,20 @@ def main() -> None:
         "threads", threads, "loop env steps/s with one torch thread vs torch's default count", reps=3, overrides=True
     )
     sp.add_argument("--steps", type=int, default=20_000, help="env steps per run (default 20000)")
+    sp = command(
+        "atari",
+        atari,
+        "env steps/s of the Atari backends (env.atari.backend): env alone and the training loop",
+        reps=3,
+        device=True,
+        overrides=True,
+    )
+    sp.add_argument("--envs", type=int, default=8, help="Pong envs (env.num_envs, default 8)")
+    sp.add_argument("--steps", type=int, default=1000, help="vector steps of the env-alone timing (default 1000)")
+    sp.add_argument(
+        "--loop-steps", type=int, default=4000, help="env steps per training run; 0 skips the loop (default 4000)"
+    )
+    sp.add_argument("--threads", type=int, default=None, help="env.atari.threads (default: ale-py's)")
     args = p.parse_args()
     args.fn(args)
 

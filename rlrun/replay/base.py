@@ -86,6 +86,32 @@ class Ring:
         self._lead = (slice(None),) * len(lead)
         self._host_views = {k: getattr(self, k).numpy() for k in self.STORAGE} if self.device.type == "cpu" else None
 
+    # --- CUDA graphs (rlrun.graphs) -----------------------------------------------------------
+    _dev_sizes: torch.Tensor | None = None  # sizes and added-counts on the device, for recorded sampling
+    _dev_added: torch.Tensor | None = None
+
+    def keep_counts_on_device(self) -> None:
+        """Sample with sizes read from device tensors (refreshed by `prepare_graph_replay`), so that a
+        recorded sampling step stays right as the buffer fills."""
+        lead = self.sizes.shape if self._lead else ()
+        self._dev_sizes = torch.zeros(lead, dtype=torch.long, device=self.device)
+        self._dev_added = torch.zeros(lead, dtype=torch.long, device=self.device)
+
+    def prepare_graph_replay(self) -> None:
+        """Before a recorded update phase: the current counts on the device (one small copy each)."""
+        assert self._dev_sizes is not None and self._dev_added is not None
+        self._dev_sizes.copy_(torch.as_tensor(np.asarray(self.sizes).reshape(self._dev_sizes.shape)))
+        self._dev_added.copy_(torch.as_tensor(np.asarray(self.num_added).reshape(self._dev_added.shape)))  # type: ignore[attr-defined]
+        flush = getattr(self, "_flush", None)
+        if flush is not None:  # PER: new transitions' priorities into the trees, outside the graph
+            flush()
+
+    def _uniform_indices_on_device(self, uniforms: torch.Tensor) -> torch.Tensor:
+        """Indices uniform in [0, size) from uniforms in [0, 1), without reading the size on the host."""
+        assert self._dev_sizes is not None
+        size = self._dev_sizes if self._dev_sizes.dim() == 0 else self._dev_sizes.unsqueeze(1)
+        return torch.minimum((uniforms * size).long(), size - 1)
+
     def _filled(self) -> int:
         """Slots in use in the fullest agent's ring."""
         return int(np.max(self.sizes))

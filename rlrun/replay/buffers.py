@@ -83,13 +83,15 @@ class ReplayBuffer(Ring):
         self.num_added += n
         return [(start, end)]
 
-    def _size_tensor(self) -> int:
-        return self.size
+    def _size_tensor(self) -> int | torch.Tensor:
+        return self.size if self._dev_sizes is None else self._dev_sizes
 
     def _uniforms(self, batch_size: int) -> torch.Tensor:
         return torch.rand(batch_size, device=self.device, generator=self.generator, dtype=torch.float64)
 
     def _sample_indices(self, batch_size: int, beta: float):
+        if self._dev_sizes is not None:  # recorded in a CUDA graph (rlrun.graphs)
+            return self._uniform_indices_on_device(self._uniforms(batch_size)), None
         idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=self.generator)
         return idx, None
 
@@ -103,7 +105,7 @@ class ReplayBuffer(Ring):
             self.discounts[idx],
             idx,
             weights,
-            self.num_added - 1 - self.added_at[idx],
+            (self.num_added if self._dev_added is None else self._dev_added) - 1 - self.added_at[idx],
         )
 
 
@@ -193,6 +195,8 @@ class StackedReplayBuffer(Ring):
         return agent, slot
 
     def _size_tensor(self) -> torch.Tensor:
+        if self._dev_sizes is not None:
+            return self._dev_sizes.unsqueeze(1)
         return torch.as_tensor(self.sizes, device=self.device).unsqueeze(1)
 
     def _uniforms(self, batch_size: int) -> torch.Tensor:
@@ -201,6 +205,8 @@ class StackedReplayBuffer(Ring):
         )
 
     def _sample_indices(self, batch_size: int, beta: float):
+        if self._dev_sizes is not None:  # recorded in a CUDA graph (rlrun.graphs)
+            return self._uniform_indices_on_device(self._uniforms(batch_size)), None
         idx = torch.stack(
             [
                 torch.randint(0, int(size), (batch_size,), device=self.device, generator=g)
@@ -213,7 +219,10 @@ class StackedReplayBuffer(Ring):
         """(K, batch_size, ...) tensors: row k is agent k's batch."""
         idx, weights = self._sample_indices(batch_size, beta)
         rows = self._rows
-        num_added = torch.as_tensor(self.num_added, device=self.device).unsqueeze(1)
+        if self._dev_added is not None:
+            num_added = self._dev_added.unsqueeze(1)
+        else:
+            num_added = torch.as_tensor(self.num_added, device=self.device).unsqueeze(1)
         return Batch(
             self.obs[rows, idx],
             self.actions[rows, idx],

@@ -11,6 +11,9 @@ in its own agent's tree with its own max priority.
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import torch
 
 from rlrun.replay.sumtree import SumTree
@@ -35,9 +38,32 @@ class Prioritized:
         # is paid once per update phase instead of once per env step.
         self._pending: list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]] = []
 
-    def beta(self, step: int, total_steps: int) -> float:
+    def keep_counts_on_device(self) -> None:
+        """For recorded steps (rlrun.graphs): the trees walked with torch ops only (same float64 sums)."""
+        super().keep_counts_on_device()  # type: ignore[misc]
+        self.tree.use_numpy = False
+
+    def beta(self, step: int, total_steps: int) -> Any:
+        """beta at `step`: a float, or a (K,) array with one per agent where agents have their own beta_start."""
         duration = self.beta_anneal_steps if self.beta_anneal_steps is not None else total_steps
+        if isinstance(self.beta_start, (list, tuple)):
+            return np.array([min(1.0, b + (1.0 - b) * step / max(1, duration)) for b in self.beta_start])
         return min(1.0, self.beta_start + (1.0 - self.beta_start) * step / max(1, duration))
+
+    def _power(self, x: torch.Tensor, exponent: Any, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """x ** exponent, where `exponent` may hold one value per agent (rlrun.agents): each agent's elements
+        (`rows`: the agent of each element; None: x is (K, B)) are raised to its own value, as a scalar
+        power, exactly as its single run raises them."""
+        if isinstance(exponent, (int, float)) or (isinstance(exponent, torch.Tensor) and exponent.dim() == 0):
+            return x**exponent
+        agent = rows if rows is not None else torch.arange(x.shape[0], device=x.device).unsqueeze(1).expand_as(x)
+        if isinstance(exponent, torch.Tensor):  # recorded steps (rlrun.graphs): one value per agent, no host sync
+            return x ** exponent.to(x.dtype)[agent]
+        out = torch.empty_like(x)
+        for value in sorted(set(map(float, exponent))):
+            mask = torch.isin(agent, torch.tensor([k for k, e in enumerate(exponent) if e == value], device=x.device))
+            out[mask] = x[mask] ** value
+        return out
 
     def _enter(self, slots: torch.Tensor, agent: torch.Tensor | None = None) -> None:
         """New transitions in `slots` (of agents `agent`) enter at their agent's max priority as of now."""
@@ -50,7 +76,7 @@ class Prioritized:
         agents, slots, prio = zip(*self._pending)
         self._pending.clear()
         rows = None if agents[0] is None else torch.cat(agents)
-        self.tree.update(torch.cat(slots), torch.cat(prio) ** self.alpha, rows)
+        self.tree.update(torch.cat(slots), self._power(torch.cat(prio), self.alpha, rows), rows)
 
     def _sample_indices(self, batch_size: int, beta: float):
         self._flush()
@@ -64,7 +90,7 @@ class Prioritized:
         idx = torch.minimum(
             self.tree.find(mass), torch.as_tensor(size - 1, device=self.device)
         )  # round-off at the edge
-        weights = (size * (self.tree.leaf_values(idx) / total)) ** (-beta)
+        weights = self._power(size * (self.tree.leaf_values(idx) / total), -beta)
         return idx, (weights / weights.max(dim=-1, keepdim=True).values).float()
 
     def priorities(self, idx: torch.Tensor) -> torch.Tensor:
@@ -80,12 +106,13 @@ class Prioritized:
         """indices, td_errors: (B,), or (K, B) for K agents."""
         self._flush()
         priorities = td_errors.detach().abs().to(torch.float64) + self.priority_eps
-        self.max_priority = torch.maximum(self.max_priority, priorities.max(dim=-1).values)
+        # In place: a recorded CUDA graph (rlrun.graphs) keeps reading and writing this very tensor.
+        torch.maximum(self.max_priority, priorities.max(dim=-1).values, out=self.max_priority)
         if indices.dim() == 1:
             self.tree.update(indices, priorities**self.alpha)
         else:
             rows = torch.arange(indices.shape[0], device=self.device).unsqueeze(1).expand_as(indices)
-            self.tree.update(indices.flatten(), (priorities**self.alpha).flatten(), rows.flatten())
+            self.tree.update(indices.flatten(), self._power(priorities, self.alpha).flatten(), rows.flatten())
 
     def stats(self) -> dict[str, torch.Tensor]:
         """Priority statistics over the stored transitions (p^alpha, as sampled): scalars for one agent,
@@ -117,4 +144,4 @@ class Prioritized:
         super().load_state_dict(state)  # type: ignore[misc]
         if "tree" in state:
             self.tree.tree.copy_(state["tree"])  # a single agent's (2 * leaves,) row broadcasts into (1, ...)
-            self.max_priority = state["max_priority"].to(self.device)
+            self.max_priority.copy_(state["max_priority"])

@@ -20,7 +20,12 @@ class SumTree:
         self.leaves = 1 << max(0, (int(capacity) - 1).bit_length())
         self.depth = self.leaves.bit_length() - 1
         self.tree = torch.zeros((trees, 2 * self.leaves), dtype=torch.float64, device=device)
-        self._np = self.tree.numpy() if self.tree.device.type == "cpu" else None
+        self._host = self.tree.numpy() if self.tree.device.type == "cpu" else None
+        self.use_numpy = self._host is not None  # False: torch ops only (recordable in a CUDA graph)
+
+    @property
+    def _np(self) -> np.ndarray | None:
+        return self._host if self.use_numpy else None
 
     @property
     def total(self) -> torch.Tensor:

@@ -99,11 +99,15 @@ def switches(args) -> None:
         "amp=bf16": {"amp": "bf16"},
         "amp=fp16": {"amp": "fp16"},
         "compile": {"compile": True},
-        "cuda_graphs": {"compile": True, "compile_mode": "reduce-overhead"},
+        # rlrun.graphs: the whole step (sample, update, target sync) recorded; per step, phases of 1 and 4
+        "cuda_graphs": {"graph": 1},
+        "cuda_graphs x4": {"graph": 4},
+        "compile + cuda_graphs x4": {"compile": True, "graph": 4},
     }
     sizes = [([128, 128], 128), ([1024, 1024], 1024)]
     if device.type != "cuda":
-        variants.pop("cuda_graphs")
+        for name in [n for n in variants if "cuda_graphs" in n]:
+            variants.pop(name)
         sizes = sizes[:1]
         torch.set_num_threads(1)
     rows = []
@@ -113,12 +117,15 @@ def switches(args) -> None:
             if batch > 128 and kw.get("compile"):  # compile pays off where launches dominate: the small size
                 continue
             torch.manual_seed(0)
+            kw = dict(kw)
+            graph_count = kw.pop("graph", 0)
             net = QNetwork(4, 2, hidden_sizes=hidden, layer_norm=True).to(device)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
+                capturable = {"capturable": True, "lr": torch.tensor(1e-3, device=device)} if graph_count else {}
                 learner = DQNLearner(
                     net,
-                    torch.optim.Adam(net.parameters(), lr=1e-3, fused=True),
+                    torch.optim.Adam(net.parameters(), **{"lr": 1e-3, "fused": True, **capturable}),
                     loss="mse",
                     tau=0.05,
                     on_nonfinite="off",
@@ -137,12 +144,22 @@ def switches(args) -> None:
                 def step(learner=learner, buf=buf, batch=batch):
                     learner.update(buf.sample(batch))
 
+                if graph_count:
+                    from rlrun.graphs import GraphedUpdates
+
+                    generator = torch.Generator(device=device).manual_seed(0)
+                    buf.generator = generator
+                    graphed = GraphedUpdates(learner, buf, None, batch, graph_count, [generator])
+
+                    def step(graphed=graphed):  # noqa: F811  (one call = graph_count steps; timed per step below)
+                        graphed.run(1.0)
+
                 start = time.perf_counter()
                 for _ in range(30):  # warm-up: compilation, graph capture, cuBLAS handles
                     step()
                 sync()
                 warm = time.perf_counter() - start
-                t = _seconds_per_call(step, 300, sync)
+                t = _seconds_per_call(step, 300, sync) / max(1, graph_count)
             fell_back = [
                 str(w.message)[:100]
                 for w in caught
