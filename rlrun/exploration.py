@@ -5,13 +5,19 @@ first num_envs decide exploration (u < epsilon), the second pick the random acti
 A block of steps is drawn with one call per agent; numpy fills it in the order that step-by-step draws
 would come, so an agent's numbers do not depend on the block size nor on how many agents share the
 process (a batched run's agent k explores exactly as the single-seed run with its seed).
+
+Agents may also have an epsilon schedule of their own (`agent_epsilons`): `next` then takes a (K, 1)
+column of epsilons, one per agent, each computed with the same float arithmetic as its single run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+
+from rlrun import schedules
 
 
 class ExplorationDraws:
@@ -30,8 +36,9 @@ class ExplorationDraws:
         self._actions = (self._draws[:, :, e:] * self.n_actions).astype(np.int64)
         self.cursor = 0
 
-    def next(self, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
-        """(explore, random_actions) of one env step, each (agents, num_envs)."""
+    def next(self, epsilon: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(explore, random_actions) of one env step, each (agents, num_envs). `epsilon`: one for all
+        agents, or a (K, 1) column with one per agent."""
         if self.cursor == self._draws.shape[1]:
             self._draw_block()
         c = self.cursor
@@ -50,3 +57,14 @@ class ExplorationDraws:
             self.cursor = state["cursor"]
         else:
             self._draws, self.cursor = self._draws[:, :0], 0
+
+
+def agent_epsilons(schedule: str, start: Any, end: Any, duration: Any, agents: int, step: int) -> np.ndarray:
+    """Each agent's epsilon at `step` as a (K, 1) column; `start`, `end`, `duration` are one value for all
+    agents or a list with one per agent."""
+
+    def each(value: Any) -> list:
+        return list(value) if isinstance(value, (list, tuple)) else [value] * agents
+
+    fn = schedules.SCHEDULES[schedule]
+    return np.array([fn(s, e, d, step) for s, e, d in zip(each(start), each(end), each(duration))]).reshape(-1, 1)

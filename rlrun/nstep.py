@@ -6,6 +6,10 @@ When an episode ends at step T every pending start j is flushed with R summed up
     discount = 0 if the episode terminated, gamma^(T - j + 1) if it was truncated (time limit),
 so the bootstrap discount is always gamma^(steps actually taken) and no window spans two episodes.
 With n = 1 this is exactly the one-step transition.
+
+gamma may differ per env (agents with their own discount, rlrun.agents): every sum is then taken with its
+env's own powers, term by term in the same order as with one gamma, so each env's numbers are exactly
+those of a run with its gamma alone.
 """
 
 from __future__ import annotations
@@ -21,17 +25,19 @@ class NStepAccumulator:
     with plain slices: about a dozen numpy calls, whatever the number of envs.
     """
 
-    def __init__(self, num_envs: int, n: int, gamma: float, obs_shape, obs_dtype=np.float32):
-        self.n, self.gamma, self.num_envs = n, gamma, num_envs
+    def __init__(self, num_envs: int, n: int, gamma, obs_shape, obs_dtype=np.float32):
+        """`gamma`: one discount, or a sequence with one per env."""
+        self.n, self.num_envs = n, num_envs
+        self.gamma = np.broadcast_to(np.asarray(gamma, dtype=np.float64), (num_envs,))
         self.obs = np.zeros((num_envs, n, *obs_shape), dtype=obs_dtype)
         self.actions = np.zeros((num_envs, n), dtype=np.int64)
         self.rewards = np.zeros((num_envs, n), dtype=np.float64)
         self.count = np.zeros(num_envs, dtype=np.int64)  # pending steps per env
         self.slot = n - 1  # ring slot of the newest step
-        self.powers = gamma ** np.arange(n + 1)
+        self.powers = self.gamma[:, None] ** np.arange(n + 1)  # (num_envs, n + 1): each env's gamma^k
         self._envs = np.arange(num_envs)
         self._offsets = np.arange(n)
-        self._full_discounts = np.full(num_envs, self.powers[n], dtype=np.float32)
+        self._full_discounts = self.powers[:, n].astype(np.float32)
         self.last_envs = self._envs  # env index of each transition the last `step` returned, ascending
 
     def step(self, obs, actions, rewards, next_obs, terminated, truncated):
@@ -40,7 +46,7 @@ class NStepAccumulator:
         storage: store them before the next call."""
         n, envs = self.n, self._envs
         if n == 1:  # one-step TD: every step is its own transition, nothing to keep
-            discounts = np.where(terminated, np.float32(0.0), np.float32(self.gamma))
+            discounts = np.where(terminated, np.float32(0.0), self.gamma.astype(np.float32))
             self.last_envs = envs
             return obs, actions, rewards.astype(np.float32), next_obs, discounts
         slot = self.slot = (self.slot + 1) % n
@@ -79,7 +85,7 @@ class NStepAccumulator:
         first = (self.slot + 1) % n  # a full window starts right after the newest slot
         order = (first + self._offsets) % n
         if full is None:
-            returns = self.rewards[:, order] @ self.powers[:n]
+            returns = discounted_sums(self.rewards[:, order], self.powers[:, :n])
             out = (
                 self.obs[:, first],
                 self.actions[:, first],
@@ -90,13 +96,13 @@ class NStepAccumulator:
             )
             self.count -= 1
             return out
-        returns = self.rewards[full][:, order] @ self.powers[:n]
+        returns = discounted_sums(self.rewards[full][:, order], self.powers[full, :n])
         out = (
             self.obs[full, first],
             self.actions[full, first],
             returns.astype(np.float32),
             next_obs[full],
-            self._full_discounts[: full.size],
+            self._full_discounts[full],
             full,
         )
         self.count[full] -= 1
@@ -115,9 +121,9 @@ class NStepAccumulator:
                 steps = k - j
                 out_obs.append(self.obs[i, order[j]])
                 out_act.append(self.actions[i, order[j]])
-                out_ret.append(rewards[j:] @ self.powers[:steps])
+                out_ret.append(discounted_sums(rewards[None, j:], self.powers[i : i + 1, :steps])[0])
                 out_next.append(next_obs[i])
-                out_disc.append(0.0 if terminated[i] else self.powers[steps])
+                out_disc.append(0.0 if terminated[i] else self.powers[i, steps])
                 out_env.append(i)
             self.count[i] = 0
         return (
@@ -142,3 +148,13 @@ class NStepAccumulator:
         self.obs[...], self.actions[...] = state["obs"], state["actions"]
         self.rewards[...], self.count[...] = state["rewards"], state["count"]
         self.slot = int(state["slot"])
+
+
+def discounted_sums(rewards: np.ndarray, powers: np.ndarray) -> np.ndarray:
+    """sum_k powers[:, k] * rewards[:, k] per row, accumulated term by term (k = 0, 1, ...): the same
+    operations in the same order whatever the number of rows, so a row's sum does not depend on its
+    neighbours (a matrix product may sum in another order)."""
+    out = rewards[:, 0] * powers[:, 0]
+    for k in range(1, rewards.shape[1]):
+        out = out + rewards[:, k] * powers[:, k]
+    return out

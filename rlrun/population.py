@@ -1,12 +1,14 @@
 """The K >= 1 agents of a run: their seeds, where each writes, and how results leave the loop per agent.
 
-Agent k has seed `seed + k` and is, step for step, the agent that `python -m rlrun.train seed=<seed + k>`
-would train (its network initialised after seeding torch with its seed, its sub-envs seeded
-`seed + k + i`, its epsilon-greedy draws and replay sampling from its own generators). With K = 1 the
-agent writes into the run directory; with K > 1 each agent writes what a single-seed run writes
-(TensorBoard events, episodes.csv, summary.json, returns.png, model.pt and a `.hydra/` with its own
-config) into `<run dir>/seed=<seed + k>/`, so TensorBoard, `rlrun.report` and `rlrun.evaluate` treat the
-agents as K single-seed runs. The checkpoint (all agents together) stays in the run directory.
+Agent k is, step for step, the single run of its own config (rlrun.agents: seed `seed + k` with
+`seeds=K`, or the values of its `agents` entry): its network initialised after seeding torch with its
+seed, its sub-envs seeded `seed_k + i`, its epsilon-greedy draws and replay sampling from its own
+generators. With K = 1 the agent writes into the run directory; with K > 1 each agent writes what a
+single run writes (TensorBoard events, episodes.csv, summary.json, returns.png, model.pt and a `.hydra/`
+with its own config) into its own directory (`<run dir>/seed=<S>/`, or its entry's values as path parts,
+or the entry's `dir`), so TensorBoard, `rlrun.report` and `rlrun.evaluate` treat the agents as K single
+runs. The checkpoint (all agents together) stays in the run directory. An agent whose update turns
+non-finite stops alone (`Population.stop_agent`).
 """
 
 from __future__ import annotations
@@ -21,45 +23,54 @@ import torch
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from rlrun import rundir
+from rlrun import agents, rundir
 from rlrun.logger import RunLogger
 
 
-def agent_dir(out_dir: Path, seed: int) -> Path:
-    return Path(out_dir) / f"seed={seed}"
-
-
-def agent_config(cfg: DictConfig, seed: int) -> DictConfig:
-    """The config of the single-seed run that agent `seed` of a batched run is."""
-    agent = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    assert isinstance(agent, DictConfig)
-    agent.seed, agent.seeds = seed, 1
-    return agent
-
-
-def write_agent_hydra_dir(out_dir: Path, cfg: DictConfig, seed: int) -> None:
-    """`.hydra/config.yaml` and `overrides.yaml` of agent `seed`, as its single-seed job would have them
-    (the job's overrides with `seed`/`seeds` replaced by `seed=<this agent's seed>`)."""
-    hydra_dir = agent_dir(out_dir, seed) / ".hydra"
+def write_agent_hydra_dir(agent_dir: Path, out_dir: Path, cfg: DictConfig, k: int) -> None:
+    """`.hydra/config.yaml` and `overrides.yaml` of agent k, as its single job would have them (the run's
+    overrides with `seed`/`seeds`/`agents` replaced by the agent's own values). An agent directory that
+    already has them (a job directory that hydra/launcher=batched prepared) keeps its own."""
+    hydra_dir = Path(agent_dir) / ".hydra"
+    if (hydra_dir / "config.yaml").exists():
+        return
     hydra_dir.mkdir(parents=True, exist_ok=True)
-    (hydra_dir / "config.yaml").write_text(OmegaConf.to_yaml(agent_config(cfg, seed)))
+    values = agents.entries(cfg)[k]
+    (hydra_dir / "config.yaml").write_text(OmegaConf.to_yaml(agents.agent_config(cfg, values)))
     job_overrides = Path(out_dir) / ".hydra" / "overrides.yaml"
     overrides = yaml.safe_load(job_overrides.read_text()) if job_overrides.exists() else []
-    kept = [o for o in overrides or [] if o.lstrip("+~").split("=", 1)[0] not in ("seed", "seeds")]
-    (hydra_dir / "overrides.yaml").write_text(yaml.safe_dump(kept + [f"seed={seed}"]))
+    own = ("seed", "seeds", "agents", *values)
+    kept = [o for o in overrides or [] if o.lstrip("+~").split("=", 1)[0] not in own]
+    (hydra_dir / "overrides.yaml").write_text(yaml.safe_dump(kept + [f"{key}={v}" for key, v in values.items()]))
 
 
 class Population:
-    """`seeds` (one per agent), `num_envs` sub-envs per agent, and one `RunLogger` per agent."""
+    """`seeds` (one per agent), `num_envs` sub-envs per agent, one `RunLogger` per agent and, with K > 1,
+    each agent's directory and name (`dirs`, `labels`; default `<out_dir>/seed=<S>`, `seed=<S>`).
 
-    def __init__(self, out_dir: Path, seeds: Sequence[int], num_envs: int, loggers: Sequence[RunLogger]):
+    An agent whose update turned non-finite is stopped alone (`stop_agent`): its files are closed with
+    status `failed` and a `nonfinite.pt`, it logs nothing more, and the others train on."""
+
+    def __init__(
+        self,
+        out_dir: Path,
+        seeds: Sequence[int],
+        num_envs: int,
+        loggers: Sequence[RunLogger],
+        dirs: Sequence[Path] | None = None,
+        labels: Sequence[str] | None = None,
+    ):
         self.out_dir, self.seeds, self.num_envs = Path(out_dir), list(seeds), num_envs
         self.agents = len(self.seeds)
         self.loggers = list(loggers)
         self.agent_of_env = np.arange(self.agents * num_envs) // num_envs  # vector env index -> agent
+        self.dirs = [Path(d) for d in dirs] if dirs is not None else [self.out_dir / f"seed={s}" for s in self.seeds]
+        self.labels = list(labels) if labels is not None else [f"seed={s}" for s in self.seeds]
+        self.failed: dict[int, str] = {}  # agent -> why it stopped
+        self.failed_summaries: dict[int, dict[str, Any]] = {}
 
     def dir(self, k: int) -> Path:
-        return self.out_dir if self.agents == 1 else agent_dir(self.out_dir, self.seeds[k])
+        return self.out_dir if self.agents == 1 else self.dirs[k]
 
     def env_seeds(self, offset: int = 0) -> list[int]:
         """Seeds of all sub-envs: agent k's i-th env gets seed_k + offset + i."""
@@ -81,19 +92,34 @@ class Population:
         for i, ret, length in episodes:
             ended.setdefault(int(self.agent_of_env[i]), []).append((step - e + i % e + 1, ret, length))
         for agent, agent_episodes in ended.items():
-            self.loggers[agent].episodes_end(step, agent_episodes)
+            if agent not in self.failed:
+                self.loggers[agent].episodes_end(step, agent_episodes)
 
     @property
     def all_solved(self) -> bool:
-        return all(lg.solved is not None for lg in self.loggers)
+        return all(lg.solved is not None for k, lg in enumerate(self.loggers) if k not in self.failed)
 
-    def log(self, step: int, common: dict[str, float], per_agent: dict[str, Any]) -> None:
+    def log(self, step: int, common: dict[str, Any], per_agent: dict[str, Any]) -> None:
         """`common` values for every agent; `per_agent` values are a list with one per agent (or a float
-        for a single agent)."""
+        for a single agent). A value of `common` that differs per agent (a per-agent epsilon) is an array."""
         for k, lg in enumerate(self.loggers):
-            values = dict(common)
+            if k in self.failed:
+                continue
+            values = {tag: float(np.ravel(v)[k]) if isinstance(v, np.ndarray) else v for tag, v in common.items()}
             values.update({tag: v[k] if isinstance(v, list) else v for tag, v in per_agent.items()})
             lg.scalars(step, values)
+
+    def stop_agent(self, k: int, step: int, reason: str, state: dict[str, Any], online: Any) -> None:
+        """Agent k's update turned non-finite: its state before that update goes to its own `nonfinite.pt`,
+        its model.pt and summary.json (status `failed`, with `error`) are written, and it stops logging."""
+        where = self.dir(k) / "nonfinite.pt"
+        with rundir.open_atomic(where) as f:
+            torch.save(state, f)
+        message = f"{reason} at env step {step}; the state before this update is in {where}"
+        self.failed[k] = message
+        with rundir.open_atomic(self.dir(k) / "model.pt") as f:
+            torch.save(state["online"], f)
+        self.failed_summaries[k] = self.loggers[k].close(step, "failed", {"error": message})
 
     def finish(
         self, step: int, status: str, online: Any, extra: dict[str, Any], plot_title: str | None
@@ -101,23 +127,31 @@ class Population:
         """Each agent's model.pt, summary.json and returns.png; the run's summary (with K > 1 also written
         to the run directory: the agents' summaries and their mean final return, which sweepers optimise)."""
         summaries = {}
-        for k, (seed, lg) in enumerate(zip(self.seeds, self.loggers)):
+        for k, lg in enumerate(self.loggers):
+            if k in self.failed:
+                summaries[k] = self.failed_summaries.get(k) or json.loads((self.dir(k) / "summary.json").read_text())
+                continue
             state = online.state_dict() if self.agents == 1 else online.agent_state_dict(k)
             with rundir.open_atomic(self.dir(k) / "model.pt") as f:
                 torch.save(state, f)
-            summaries[seed] = lg.close(step, status, extra)
+            summaries[k] = lg.close(step, status, extra)
             if plot_title is not None:
-                lg.plot(f"{plot_title} seed={seed}")
+                lg.plot(f"{plot_title} {self.labels[k]}")
         if self.agents == 1:
-            return summaries[self.seeds[0]]
-        finals = [s["final_mean_return_100"] for s in summaries.values() if s["final_mean_return_100"] is not None]
+            return summaries[0]
+        finals = [s["final_mean_return_100"] for s in summaries.values() if s.get("final_mean_return_100") is not None]
         summary = {
             "status": status,
             "seeds": self.seeds,
             "env_steps_per_agent": step,
             "final_mean_return_100": float(np.mean(finals)) if finals else None,
-            "solved": sum(s["solved_step"] is not None for s in summaries.values()),
-            "agents": {str(seed): s for seed, s in summaries.items()},
+            "solved": sum(s.get("solved_step") is not None for s in summaries.values()),
+            "failed": len(self.failed),
+            "agents": {self.key(k): s for k, s in summaries.items()},
         }
         rundir.write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         return summary
+
+    def key(self, k: int) -> str:
+        """Agent k's key in the run summary: its seed (`seeds=K`), else its label."""
+        return str(self.seeds[k]) if self.labels[k] == f"seed={self.seeds[k]}" else self.labels[k]

@@ -198,9 +198,11 @@ PIXELS = [
         ["total_steps=900", "eval.interval=450", "network=dueling", "buffer=per", "algo.loss=huber"],
         ["total_steps=900", "eval.interval=450", "network=c51", "network.dueling=true"],
         ["total_steps=900", "eval.interval=450", "network=noisy"],
+        ["total_steps=600", "eval.interval=300", "network=qrdqn", "buffer=per"],
+        ["total_steps=600", "eval.interval=300", "network=iqn", "network.dueling=true"],
         PIXELS,
     ],
-    ids=["default", "dueling-per", "c51", "noisy", "atari-frames"],
+    ids=["default", "dueling-per", "c51", "noisy", "qrdqn-per", "iqn-dueling", "atari-frames"],
 )
 def test_each_agent_of_a_batched_run_is_its_single_seed_run(tmp_path, variant):
     batched = tmp_path / "batched"
@@ -311,6 +313,9 @@ VMAP_VARIANTS = {
     "noisy": dict(noisy=True),
     "rainbow-net": dict(num_atoms=11, v_min=-5.0, v_max=5.0, dueling=True, noisy=True),
     "nature-cnn": dict(encoder="nature_cnn", obs_shape=[4, 84, 84], hidden_sizes=[32]),
+    "qrdqn-dueling": dict(num_quantiles=5, dueling=True),
+    "iqn-noisy-dueling": dict(tau_embedding_dim=8, noisy=True, dueling=True),
+    "iqn-cnn": dict(tau_embedding_dim=8, encoder="nature_cnn", obs_shape=[4, 84, 84], hidden_sizes=[32]),
 }
 
 
@@ -330,6 +335,11 @@ def test_stacked_c51_noisy_and_pixel_networks_are_each_agent(variant):
         for k, net in enumerate(nets):
             net.reset_noise(torch.Generator().manual_seed(k))
     out = stacked(x)
+    if kw.get("tau_embedding_dim"):  # IQN's quantiles at sampled fractions, agent by agent
+        taus = torch.rand(K, 5, 6)
+        quantiles = stacked.quantile_values(x, taus)
+        for k, net in enumerate(nets):
+            assert torch.allclose(quantiles[k], net.quantile_values(x[k], taus[k]), atol=1e-5)
     for k, net in enumerate(nets):
         assert torch.allclose(out[k], net(x[k]), atol=1e-5)
         fresh = QNetwork(4 * 84 * 84 if pixels else 4, 3, **kw)
@@ -364,3 +374,46 @@ def test_stacked_c51_updates_match_single_agent_updates():
             m = single.update(Batch(*[None if t is None else t[k] for t in b]))
             for name in ("td_loss", "q_mean", "grad_norm"):
                 assert torch.allclose(metrics[name][k], m[name], rtol=1e-4, atol=1e-6), name
+
+
+@pytest.mark.parametrize("kind", ["qrdqn", "iqn"])
+def test_stacked_quantile_updates_match_single_agent_updates(kind):
+    """QR-DQN and IQN (with PER weights, dueling and noisy heads): agent k's update is its single one; IQN's
+    fractions and the noise come from agent k's own generator, drawn in its single run's order."""
+    kw = dict(num_quantiles=9) if kind == "qrdqn" else dict(tau_embedding_dim=8, noisy=True)
+    nets = []
+    for seed in range(K):
+        torch.manual_seed(seed)
+        nets.append(QNetwork(4, 2, hidden_sizes=(16,), dueling=True, **kw))
+    stacked = stack_networks(copy.deepcopy(nets))
+    adam = lambda params: torch.optim.Adam(params, lr=1e-3)  # noqa: E731
+    gens = lambda: [torch.Generator().manual_seed(10 + k) for k in range(K)]  # noqa: E731
+    singles = [
+        DQNLearner(n, adam(n.parameters()), loss="quantile_huber", tau=0.1, noise_generator=g, iqn_taus=6)
+        for n, g in zip(nets, gens())
+    ]
+    learner = DQNLearner(
+        stacked, adam(stacked.parameters()), loss="quantile_huber", tau=0.1, noise_generator=gens(), iqn_taus=6
+    )
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(20):
+        b = Batch(
+            torch.randn(K, 32, 4, generator=gen),
+            torch.randint(0, 2, (K, 32), generator=gen),
+            torch.randn(K, 32, generator=gen),
+            torch.randn(K, 32, 4, generator=gen),
+            torch.full((K, 32), 0.9),
+            torch.zeros(K, 32, dtype=torch.long),
+            torch.rand(K, 32, generator=gen),
+            torch.zeros(K, 32),
+        )
+        metrics = learner.update(b)
+        for k, single in enumerate(singles):
+            m = single.update(Batch(*[None if t is None else t[k] for t in b]))
+            for name in ("td_loss", "q_mean", "grad_norm"):
+                assert torch.allclose(metrics[name][k], m[name], rtol=1e-4, atol=1e-5), name
+            assert torch.allclose(metrics["priority"][k], m["priority"], rtol=1e-4, atol=1e-5)
+    for k, single in enumerate(singles):
+        agent = stacked.agent_state_dict(k)
+        for name, value in single.online.state_dict().items():
+            assert torch.allclose(agent[name], value, atol=1e-5), name

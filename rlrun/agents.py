@@ -1,0 +1,198 @@
+"""The agents of one batched run and the values each may hold on its own (per-agent hyperparameters).
+
+A run trains K >= 1 agents as one batched computation. `seeds=K` gives K agents that differ only in their
+seed; the `agents` node lists one entry per agent, each a mapping of the keys in which that agent differs
+from the run's config:
+
+    agents: [{seed: 0, optimizer.lr: 0.001}, {seed: 0, optimizer.lr: 0.003}, {seed: 1, optimizer.lr: 0.001}]
+
+Agent k is, step for step, the single run whose config is the run's config with entry k's values (its
+`agent_configs(cfg)[k]`); a key an entry leaves out keeps the run's value, a left-out `seed` is
+`seed + k`. Only `BATCHABLE` keys may differ: they change numbers inside the batched update (a learning
+rate per optimizer param group, a discount per sub-env, ...) but not the shapes of the computation.
+Everything else (network, batch size, env, buffer size, n-step, update frequency) would need separate
+tensors, so jobs that differ there run as separate batched processes (hydra/launcher=batched).
+
+An entry may also name the agent's directory, `dir` (relative to the run directory, or absolute); by
+default it is the entry's values as path parts, `optimizer.lr=0.001/seed=0` (`seed=<S>` with `seeds=K`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from rlrun.config import algo_kind
+
+# Keys whose value may differ between the agents of one process, and why each can (the maths is exact).
+BATCHABLE = (
+    "seed",  # every random stream is already per agent
+    "optimizer.lr",  # one optimizer param group per agent (rlrun.build.make_optimizer)
+    "algo.lr_end_factor",  # the lr schedule per param group
+    "algo.gamma",  # the n-step discount per sub-env (rlrun.nstep); the learner reads stored discounts
+    "algo.tau",  # a per-agent lerp weight in the target sync
+    "algo.max_grad_norm",  # gradient clipping is per agent anyway
+    "exploration.start",  # epsilon per agent (rlrun.exploration)
+    "exploration.end",
+    "exploration.duration",
+    "buffer.alpha",  # PER: each agent has its own sum tree
+    "buffer.beta_start",
+    "env.reward_scale",  # a reward factor per sub-env
+)
+# PQN (algo=pqn) has no target net and computes its returns in its learner: these differ per agent there.
+BATCHABLE_PQN = (
+    "seed",
+    "optimizer.lr",
+    "algo.lr_end_factor",
+    "exploration.start",
+    "exploration.end",
+    "exploration.duration",
+    "env.reward_scale",
+)
+DIR_KEY = "dir"
+LR_KEYS = ("optimizer.lr", "algo.lr_end_factor")  # per-agent values of these need per-agent param groups
+
+
+def batchable(cfg: DictConfig) -> tuple[str, ...]:
+    return BATCHABLE_PQN if algo_kind(cfg.algo) == "pqn" else BATCHABLE
+
+
+def entries(cfg: DictConfig) -> list[dict[str, Any]]:
+    """Each agent's own values (seed always included), without `dir`."""
+    listed = cfg.get("agents") or []
+    if not listed:
+        return [{"seed": cfg.seed + k} for k in range(cfg.seeds)]
+    out = []
+    for k, entry in enumerate(listed):
+        raw = OmegaConf.to_container(entry, resolve=True)
+        assert isinstance(raw, dict)
+        values = {str(key): value for key, value in raw.items() if key != DIR_KEY}
+        values.setdefault("seed", cfg.seed + k)
+        out.append(values)
+    return out
+
+
+def agent_config(cfg: DictConfig, values: dict[str, Any]) -> DictConfig:
+    """The config of the single run that an agent with these values is."""
+    agent = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    assert isinstance(agent, DictConfig)
+    for key, value in values.items():
+        OmegaConf.update(agent, key, value, merge=False)
+    agent.seeds = 1
+    if "agents" in agent:
+        agent.agents = []
+    return agent
+
+
+def agent_configs(cfg: DictConfig) -> list[DictConfig]:
+    return [agent_config(cfg, values) for values in entries(cfg)]
+
+
+def agent_labels(cfg: DictConfig) -> list[str]:
+    """Each agent's name, its values as path parts: `optimizer.lr=0.001/seed=0` (`seed=3` with seeds=K)."""
+    labels = []
+    for values in entries(cfg):
+        order = sorted(k for k in values if k != "seed") + ["seed"]
+        labels.append("/".join(f"{k}={values[k]}" for k in order))
+    return labels
+
+
+def agent_names(cfg: DictConfig) -> list[str]:
+    """Each agent's directory, relative to the run directory (or absolute): its entry's `dir`, or its label."""
+    listed = cfg.get("agents") or [{}] * cfg.seeds
+    return [str(entry.get(DIR_KEY) or label) for entry, label in zip(listed, agent_labels(cfg))]
+
+
+def per_agent(configs: Sequence[DictConfig], key: str) -> Any:
+    """The agents' value of `key`: one value when they all hold the same, else a list (one per agent)."""
+    values = [OmegaConf.select(c, key) for c in configs]
+    return values[0] if all(v == values[0] for v in values) else values
+
+
+def check(cfg: DictConfig) -> list[DictConfig]:
+    """Refuse an `agents` node that a batched run cannot train (ConfigError naming the entry and key);
+    returns the agents' configs for the caller to validate one by one."""
+    from rlrun.validate import ConfigError
+
+    listed = cfg.get("agents") or []
+    if not listed:
+        return []
+    if cfg.seeds != 1:
+        raise ConfigError("seeds", cfg.seeds, "1 with an `agents` list (each entry is one agent; give it a seed)")
+    if len(listed) < 2:
+        raise ConfigError("agents", OmegaConf.to_container(listed), "2 or more entries (one agent is a plain run)")
+    allowed = batchable(cfg)
+    for k, entry in enumerate(listed):
+        if not isinstance(entry, DictConfig):
+            raise ConfigError(f"agents[{k}]", entry, "a mapping of per-agent values: {seed: 1, optimizer.lr: 1e-3}")
+        for key in map(str, entry):
+            if key != DIR_KEY and key not in allowed:
+                raise ConfigError(
+                    f"agents[{k}].{key}",
+                    entry[key],
+                    f"per-agent keys {', '.join(allowed)} (and {DIR_KEY}); other keys change the computation's "
+                    "shapes, so such runs are separate processes",
+                )
+            if key != DIR_KEY and OmegaConf.select(cfg, str(key), default="<absent>") == "<absent>":
+                raise ConfigError(f"agents[{k}].{key}", entry[key], "a key this config has (buffer.* needs buffer=per)")
+    configs = agent_configs(cfg)
+    if cfg.device.cuda_graphs and any(not isinstance(per_agent(configs, k), (int, float)) for k in LR_KEYS):
+        raise ConfigError("device.cuda_graphs", True, "false when agents differ in optimizer.lr or algo.lr_end_factor")
+    names = agent_names(cfg)
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ConfigError("agents", dup, "entries with distinct values or distinct dirs (two agents would share one)")
+    return configs
+
+
+def agent_dirs(out_dir: Path, cfg: DictConfig) -> list[Path]:
+    return [Path(os.path.normpath(Path(out_dir) / name)) for name in agent_names(cfg)]
+
+
+def values(cfg: DictConfig, key: str) -> Any:
+    """`key`'s value for the run's agents: one value when they share it, else a list with one per agent."""
+    if not cfg.get("agents"):
+        node: Any = cfg
+        for part in key.split("."):
+            node = node[part]
+        return node
+    return per_agent(agent_configs(cfg), key)
+
+
+def sub_env_values(cfg: DictConfig, key: str) -> Any:
+    """`values`, with a list repeated for each agent's `env.num_envs` sub-envs."""
+    value = values(cfg, key)
+    return value if not isinstance(value, list) else [v for v in value for _ in range(cfg.env.num_envs)]
+
+
+def agent_param_groups(stacked: Sequence[torch.nn.Parameter], lrs: Sequence[float]) -> list[dict[str, Any]]:
+    """One optimizer param group per agent, over leaf views of the stacked (K, ...) parameters.
+
+    The views share storage with the stacked tensors, which the forward and backward passes use; a
+    step-pre hook (`link_view_grads`) hands each view its slice of the stacked gradient. Adam, RMSprop and
+    SGD are elementwise, so agent k's step is exactly its single run's with learning rate lrs[k].
+    """
+    return [{"params": [torch.nn.Parameter(p.data[k]) for p in stacked], "lr": lr} for k, lr in enumerate(lrs)]
+
+
+def link_view_grads(optimizer: torch.optim.Optimizer, stacked: Sequence[torch.nn.Parameter]) -> None:
+    """Before each step, point every agent's views at its slice of the stacked gradients; after it, drop
+    the stacked gradients (the optimizer's `zero_grad` only clears the views)."""
+    stacked = list(stacked)
+
+    def before(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        for k, group in enumerate(opt.param_groups):
+            for view, p in zip(group["params"], stacked):
+                view.grad = None if p.grad is None else p.grad[k]
+
+    def after(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        for p in stacked:
+            p.grad = None
+
+    optimizer.register_step_pre_hook(before)
+    optimizer.register_step_post_hook(after)
