@@ -4,9 +4,10 @@ Acting happens at every env step on a handful of observations, where the cost is
 FLOP. Measured on this project's CPU, one observation: the default MLP (128-128, LayerNorm) 45 us through
 torch, 23 us in numpy; a 120-84 MLP without LayerNorm 32 us vs 8 us (16 observations: 55 vs 40 us and
 43 vs 17 us). So on the CPU, MLP networks (single or stacked, with LayerNorm, plain or dueling
-heads) are evaluated in numpy on views of the network's own parameter memory; the views see every
-in-place change (optimizer steps, target syncs do not touch the online net, `load_state_dict` copies in
-place). Anything else (a GPU, pixel encoders, noisy layers, C51) goes through the torch module.
+heads, scalar or QR-DQN quantiles) are evaluated in numpy on views of the network's own parameter memory;
+the views see every in-place change (optimizer steps, target syncs do not touch the online net,
+`load_state_dict` copies in place). Anything else (a GPU, pixel encoders, noisy layers, C51, IQN) goes
+through the torch module.
 """
 
 from __future__ import annotations
@@ -67,9 +68,12 @@ def _numpy_layer(module: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None
 
 def numpy_forward(net: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None:
     """obs (..., B, obs_dim) -> Q (..., B, A) in numpy, sharing `net`'s parameters; None where the
-    network is not a plain CPU MLP (pixels, noisy layers, C51, unknown layers, another device)."""
+    network is not a plain CPU MLP (pixels, noisy layers, C51, IQN, unknown layers, another device)."""
     if not isinstance(net, (QNetwork, StackedQNetwork)) or net.num_atoms != 1 or net.noisy:
         return None
+    if net.tau_embedding_dim > 0:
+        return None
+    quantiles = max(net.num_quantiles, 1)  # QR-DQN: Q is the mean of each action's quantile outputs
     if getattr(net, "pixels", False) or any(
         p.device.type != "cpu" or p.dtype != torch.float32 for p in net.parameters()
     ):
@@ -81,13 +85,18 @@ def numpy_forward(net: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None:
     if len(trunk) < len(maybe_trunk) or len(heads) < len(maybe_heads):
         return None
 
+    def per_action(out: np.ndarray) -> np.ndarray:  # (..., A * N) -> (..., A): the mean of the N quantiles
+        if quantiles == 1:
+            return out
+        return np.add.reduce(out.reshape(*out.shape[:-1], -1, quantiles), axis=-1) / quantiles
+
     def forward(obs: np.ndarray) -> np.ndarray:
         h = np.asarray(obs, dtype=np.float32)
         for layer in trunk:
             h = layer(h)
         if not net.dueling:
-            return heads[0](h)
-        value, adv = heads[0](h), heads[1](h)
+            return per_action(heads[0](h))
+        value, adv = per_action(heads[0](h)), per_action(heads[1](h))
         return value + adv - np.add.reduce(adv, axis=-1, keepdims=True) / adv.shape[-1]
 
     return forward

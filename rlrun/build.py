@@ -21,6 +21,8 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+import rlrun.agents
+from rlrun.config import algo_kind
 from rlrun.device import resolve_device, set_threads
 from rlrun.envs import check_spaces, env_spec, make_vector_env
 from rlrun.frames import FrameStore
@@ -28,8 +30,10 @@ from rlrun.learner import DQNLearner
 from rlrun.logger import RunLogger
 from rlrun.loop import LoopSettings, Parts
 from rlrun.networks import QNetwork
-from rlrun.population import Population, agent_config, agent_dir, write_agent_hydra_dir
+from rlrun.population import Population, write_agent_hydra_dir
+from rlrun.pqn import PQNLearner
 from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer, StackedPrioritizedReplayBuffer, StackedReplayBuffer
+from rlrun.rollout import Rollout
 from rlrun.stacked import stack_networks
 from rlrun.validate import ConfigError
 
@@ -47,7 +51,7 @@ def seed_everything(seed: int) -> None:
 
 
 def agent_seeds(cfg: DictConfig) -> list[int]:
-    return [cfg.seed + k for k in range(cfg.seeds)]
+    return [values["seed"] for values in rlrun.agents.entries(cfg)]
 
 
 def plain(node: Any) -> Any:
@@ -74,7 +78,7 @@ def make_envs(cfg: DictConfig, agents: int):
             e.vectorization,
             e.max_episode_steps,
             gamma=cfg.algo.gamma,
-            reward_scale=e.reward_scale,
+            reward_scale=rlrun.agents.sub_env_values(cfg, "env.reward_scale"),  # per sub-env where agents differ
             normalize_reward=e.normalize_reward,
             clip_reward=e.clip_reward,
             action_bins=e.action_bins,
@@ -113,8 +117,30 @@ def make_eval_envs(cfg: DictConfig, num_envs: int):
 
 def make_network(cfg: DictConfig, obs_shape, n_actions: int, device) -> QNetwork:
     return QNetwork(
-        obs_dim=int(np.prod(obs_shape)), n_actions=n_actions, obs_shape=list(obs_shape), **options(cfg.network)
+        obs_dim=int(np.prod(obs_shape)),
+        n_actions=n_actions,
+        obs_shape=list(obs_shape),
+        **options(cfg.network),
     ).to(device)
+
+
+def make_optimizer(cfg: DictConfig, network: torch.nn.Module, capturable: bool = False) -> torch.optim.Optimizer:
+    """The `optimizer` group's optimizer. `capturable`: steps recordable in a CUDA graph (rlrun.graphs):
+    step counts and the learning rate held on the device (the lr as a tensor that the schedule fills)."""
+    cls = OPTIMIZERS[cfg.optimizer._target_]
+    kwargs = options(cfg.optimizer)
+    if capturable and cls is not torch.optim.SGD:  # SGD keeps no step count and needs no flag
+        kwargs["capturable"] = True
+        kwargs["lr"] = torch.tensor(kwargs["lr"], device=next(network.parameters()).device)
+    lrs, end_factors = rlrun.agents.values(cfg, "optimizer.lr"), rlrun.agents.values(cfg, "algo.lr_end_factor")
+    if isinstance(lrs, list) or isinstance(end_factors, list):  # an lr (schedule) per agent: a group each
+        params = list(network.parameters())
+        kwargs.pop("lr")
+        per_agent_lrs = lrs if isinstance(lrs, list) else [lrs] * len(agent_seeds(cfg))
+        optimizer = cls(rlrun.agents.agent_param_groups(params, per_agent_lrs), **kwargs)
+        rlrun.agents.link_view_grads(optimizer, params)
+        return optimizer
+    return cls(network.parameters(), **kwargs)
 
 
 def make_replay(cfg: DictConfig, seeds: list[int], obs_shape, obs_dtype: torch.dtype, generators, device):
@@ -125,6 +151,8 @@ def make_replay(cfg: DictConfig, seeds: list[int], obs_shape, obs_dtype: torch.d
         cls = PrioritizedReplayBuffer if prioritized else ReplayBuffer
         return cls(obs_shape=obs_shape, obs_dtype=obs_dtype, device=device, generator=generators[0], **kwargs)
     stacked_cls = StackedPrioritizedReplayBuffer if prioritized else StackedReplayBuffer
+    if prioritized:  # PER's exponents may differ per agent: a list, one per agent
+        kwargs.update({key: rlrun.agents.values(cfg, f"buffer.{key}") for key in ("alpha", "beta_start")})
     return stacked_cls(
         len(seeds), obs_shape=obs_shape, obs_dtype=obs_dtype, device=device, generators=generators, **kwargs
     )
@@ -132,7 +160,7 @@ def make_replay(cfg: DictConfig, seeds: list[int], obs_shape, obs_dtype: torch.d
 
 def build(cfg: DictConfig) -> Parts:
     spec = env_spec(cfg.env.id)
-    device = resolve_device(cfg.device.type)
+    device = resolve_device(cfg.device.type, pixels=cfg.network.encoder != "mlp")
     set_threads(cfg.device.threads)
     seed_everything(cfg.seed)
     seeds = agent_seeds(cfg)
@@ -145,29 +173,32 @@ def build(cfg: DictConfig) -> Parts:
         seed_everything(seed)
         nets.append(make_network(cfg, obs_shape, n_actions, device))
     network = nets[0] if len(seeds) == 1 else stack_networks(nets)
-    optimizer = OPTIMIZERS[cfg.optimizer._target_](network.parameters(), **options(cfg.optimizer))
-    generators = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
-
     a, d = cfg.algo, cfg.device
+    cuda_graphs = d.cuda_graphs and device.type == "cuda"
+    if d.cuda_graphs and not cuda_graphs:
+        warnings.warn("device.cuda_graphs=true needs a CUDA device; running without CUDA graphs", stacklevel=2)
+    optimizer = make_optimizer(cfg, network, capturable=cuda_graphs)
+    generators = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
+    if algo_kind(cfg.algo) == "pqn":
+        return build_pqn(cfg, envs, eval_envs, network, optimizer, generators, device, spec)
+
     compile_, compile_mode = d.compile, d.compile_mode
-    if d.cuda_graphs:
-        if device.type == "cuda":
-            compile_, compile_mode = True, "reduce-overhead"
-        else:
-            warnings.warn("device.cuda_graphs=true needs a CUDA device; running without CUDA graphs", stacklevel=2)
     learner = DQNLearner(
         network,
         optimizer,
         double=a.double,
         loss=a.loss,
-        max_grad_norm=a.max_grad_norm,
-        tau=a.tau,
+        max_grad_norm=rlrun.agents.values(cfg, "algo.max_grad_norm"),
+        tau=rlrun.agents.values(cfg, "algo.tau"),
         target_update_period=a.target_update_period,
         on_nonfinite=a.on_nonfinite,
         amp=d.amp,
         compile=compile_,
         compile_mode=compile_mode,
         noise_generator=generators[0] if len(seeds) == 1 else generators,
+        kappa=a.kappa,
+        iqn_taus=a.iqn_taus,
+        iqn_target_taus=a.iqn_target_taus,
     )
 
     e, capacity = cfg.env, cfg.buffer.capacity
@@ -181,29 +212,60 @@ def build(cfg: DictConfig) -> Parts:
     else:
         buffer = make_replay(cfg, seeds, obs_shape, torch.float32, generators, device)
     threshold = e.reward_threshold if e.reward_threshold is not None else spec.reward_threshold
-    return Parts(envs, eval_envs, learner, buffer, generators, device, threshold, frames)
+    return Parts(envs, eval_envs, learner, buffer, generators, device, threshold, frames, cuda_graphs)
+
+
+def build_pqn(cfg: DictConfig, envs, eval_envs, network, optimizer, generators, device, spec) -> Parts:
+    """PQN's parts (algo=pqn): its learner and a rollout where DQN has replay."""
+    a, e = cfg.algo, cfg.env
+    learner = PQNLearner(
+        network,
+        optimizer,
+        generators,
+        num_envs=e.num_envs,
+        gamma=a.gamma,
+        q_lambda=a.q_lambda,
+        update_epochs=a.update_epochs,
+        num_minibatches=a.num_minibatches,
+        loss=a.loss,
+        max_grad_norm=a.max_grad_norm,
+        on_nonfinite=a.on_nonfinite,
+        amp=cfg.device.amp,
+    )
+    space = envs.single_observation_space
+    rollout = Rollout(a.num_steps, len(generators), e.num_envs, space.shape, space.dtype)
+    threshold = e.reward_threshold if e.reward_threshold is not None else spec.reward_threshold
+    return Parts(envs, eval_envs, learner, rollout, generators, device, threshold)
 
 
 def loop_settings(cfg: DictConfig) -> LoopSettings:
     a, x, num_envs = cfg.algo, cfg.exploration, cfg.env.num_envs
     noisy = cfg.network.noisy  # noisy nets explore through their weights: epsilon-greedy is off
+    pqn = algo_kind(a) == "pqn"
+    if pqn:  # an update phase on each full rollout: update_epochs passes of num_minibatches minibatches
+        n_step, batch_size = 1, a.num_steps * num_envs // a.num_minibatches
+        update_every, phase_updates = a.num_steps, a.update_epochs * a.num_minibatches
+    else:
+        n_step, batch_size = cfg.buffer.n_step, a.batch_size
+        # Keep the ratio of train_freq env steps per gradient_steps updates with many vector envs: an
+        # update phase every `update_every` vector steps, `phase_updates` gradient steps in each.
+        update_every = max(1, a.train_freq // num_envs)
+        phase_updates = a.gradient_steps * max(1, round(num_envs / a.train_freq))
     return LoopSettings(
         total_steps=cfg.total_steps,
         num_envs=num_envs,
-        gamma=a.gamma,
-        n_step=cfg.buffer.n_step,
+        gamma=rlrun.agents.sub_env_values(cfg, "algo.gamma"),  # a list (one per sub-env) where agents differ
+        n_step=n_step,
         learning_starts=a.learning_starts,
-        batch_size=a.batch_size,
-        # Keep the ratio of train_freq env steps per gradient_steps updates with many vector envs: an
-        # update phase every `update_every` vector steps, `phase_updates` gradient steps in each.
-        update_every=max(1, a.train_freq // num_envs),
-        phase_updates=a.gradient_steps * max(1, round(num_envs / a.train_freq)),
-        lr=cfg.optimizer.lr,
-        lr_end_factor=a.lr_end_factor,
+        batch_size=batch_size,
+        update_every=update_every,
+        phase_updates=phase_updates,
+        lr=rlrun.agents.values(cfg, "optimizer.lr"),  # these: a list (one per agent) where agents differ
+        lr_end_factor=rlrun.agents.values(cfg, "algo.lr_end_factor"),
         epsilon_schedule=x.schedule,
-        epsilon_start=0.0 if noisy else x.start,
-        epsilon_end=0.0 if noisy else x.end,
-        epsilon_duration=x.duration,
+        epsilon_start=0.0 if noisy else rlrun.agents.values(cfg, "exploration.start"),
+        epsilon_end=0.0 if noisy else rlrun.agents.values(cfg, "exploration.end"),
+        epsilon_duration=rlrun.agents.values(cfg, "exploration.duration"),
         log_interval=cfg.log.interval,
         eval_interval=cfg.eval.interval,
         checkpoint_every=cfg.checkpoint.every,
@@ -211,31 +273,49 @@ def loop_settings(cfg: DictConfig) -> LoopSettings:
         stop_on_solve=cfg.stop_on_solve,
         config=plain(cfg),
         plot_title=f"{cfg.env.id} {cfg.exp_name}" if cfg.log.plot else None,
+        rollout=pqn,
     )
 
 
 def population(cfg: DictConfig, out_dir: Path, reward_threshold: float | None, resume_step: int | None) -> Population:
-    """One logger per agent: into the run directory (K = 1) or into each agent's `seed=<S>/`."""
+    """One logger per agent, with the chosen logging backends: into the run directory (K = 1) or into each
+    agent's `seed=<S>/`, logged as a run of its own."""
+    from rlrun.sinks import SinkRun, make_sinks, run_name
+
     seeds = agent_seeds(cfg)
+    configs, labels = rlrun.agents.agent_configs(cfg), rlrun.agents.agent_labels(cfg)
+    dirs = rlrun.agents.agent_dirs(out_dir, cfg)
+    backends, name = plain(cfg.logger), run_name(out_dir)
     if len(seeds) == 1:
+        run = SinkRun(out_dir, out_dir, name, cfg.exp_name, resume_step)
         loggers = [
-            RunLogger(out_dir, cfg, cfg.total_steps, reward_threshold, cfg.log.progress_bar, resume_step=resume_step)
+            RunLogger(
+                out_dir,
+                cfg,
+                cfg.total_steps,
+                reward_threshold,
+                cfg.log.progress_bar,
+                resume_step=resume_step,
+                sinks=make_sinks(backends, run),
+            )
         ]
     else:
         loggers = []
-        for k, seed in enumerate(seeds):
+        for k, label in enumerate(labels):
             if resume_step is None:
-                write_agent_hydra_dir(out_dir, cfg, seed)
+                write_agent_hydra_dir(dirs[k], out_dir, cfg, k)
             show_bar = cfg.log.progress_bar if k == 0 else False  # one bar for the batch
+            run = SinkRun(dirs[k], out_dir, f"{name}/{label}", cfg.exp_name, resume_step, name)
             loggers.append(
                 RunLogger(
-                    agent_dir(out_dir, seed),
-                    agent_config(cfg, seed),
+                    dirs[k],
+                    configs[k],
                     cfg.total_steps,
                     reward_threshold,
                     show_bar,
                     resume_step=resume_step,
-                    label=f"seed={seed}: ",
+                    label=f"{label}: ",
+                    sinks=make_sinks(backends, run),
                 )
             )
-    return Population(out_dir, seeds, cfg.env.num_envs, loggers)
+    return Population(out_dir, seeds, cfg.env.num_envs, loggers, dirs, labels)

@@ -17,18 +17,20 @@ from omegaconf import MISSING, OmegaConf
 
 @dataclass
 class AtariConfig:
-    """gymnasium's AtariPreprocessing (Machado et al. 2018 / Nature DQN settings)."""
+    """ALE preprocessing (Machado et al. 2018 / Nature DQN settings); sticky actions as the env id sets them."""
 
     noop_max: int = 30
     frame_skip: int = 4  # with max-pooling over the last two frames
     screen_size: int = 84  # grayscale, resized to screen_size x screen_size
-    terminal_on_life_loss: bool = True  # training envs only; evaluation plays whole games
+    terminal_on_life_loss: bool = True  # training envs only (the game goes on); evaluation plays whole games
+    backend: str = "vector"  # vector (ale-py's C++ AtariVectorEnv) | gymnasium (AtariPreprocessing, env.vectorization)
+    threads: int | None = None  # vector backend's emulator threads; null = one per CPU the process may use
 
 
 @dataclass
 class EnvConfig:
-    id: str = "CartPole-v1"
-    num_envs: int = 1
+    id: str = "CartPole-v1"  # gymnasium env id (env=X chooses an env with its tuned learner settings)
+    num_envs: int = 1  # sub-envs stepped together per agent (a vector env)
     vectorization: str = "sync"  # sync | async
     # null: gymnasium's spec.reward_threshold for this id; a number overrides it.
     reward_threshold: float | None = None
@@ -47,45 +49,49 @@ class EnvConfig:
 @dataclass
 class QNetworkConfig:
     _target_: str = "rlrun.networks.QNetwork"
-    hidden_sizes: list[int] = field(default_factory=lambda: [128, 128])
-    dueling: bool = False
-    layer_norm: bool = True
+    hidden_sizes: list[int] = field(default_factory=lambda: [128, 128])  # widths of the hidden layers
+    dueling: bool = False  # separate value and advantage streams (Wang et al. 2016)
+    layer_norm: bool = True  # LayerNorm after each hidden layer
     activation: str = "relu"  # relu | tanh | elu | gelu
     encoder: str = "mlp"  # mlp | nature_cnn (pixels: 3 conv layers of Mnih et al. 2015, then hidden_sizes)
     num_atoms: int = 1  # > 1: C51 distributional head over linspace(v_min, v_max, num_atoms)
-    v_min: float = -10.0
-    v_max: float = 10.0
+    v_min: float = -10.0  # C51 support: lowest return
+    v_max: float = 10.0  # C51 support: highest return
     noisy: bool = False  # factorised Gaussian noisy layers instead of epsilon-greedy
-    noisy_sigma0: float = 0.5
+    noisy_sigma0: float = 0.5  # initial noise scale of noisy layers
     init: str = "default"  # default | xavier | orthogonal
+    # Quantile networks (network=qrdqn, network=iqn), trained with algo.loss=quantile_huber.
+    num_quantiles: int = 0  # > 0: QR-DQN head with that many fixed quantile fractions
+    tau_embedding_dim: int = 0  # > 0: IQN; sampled fractions tau embedded through that many cosines
+    iqn_acting_taus: int = 32  # IQN's K: evenly spaced fractions whose mean quantile is Q (acting, a*)
 
 
 @dataclass
 class UniformBufferConfig:
     _target_: str = "rlrun.replay.ReplayBuffer"
-    capacity: int = 100_000
+    capacity: int = 100_000  # transitions kept per agent (oldest dropped first)
     n_step: int = 3  # n-step returns (1 = plain one-step TD)
 
 
 @dataclass
 class PrioritizedBufferConfig:
     _target_: str = "rlrun.replay.PrioritizedReplayBuffer"
-    capacity: int = 100_000
-    n_step: int = 3
-    alpha: float = 0.6
-    beta_start: float = 0.4
+    capacity: int = 100_000  # transitions kept per agent (oldest dropped first)
+    n_step: int = 3  # n-step returns (1 = plain one-step TD)
+    alpha: float = 0.6  # priority exponent: sample with p_i^alpha (0 = uniform)
+    beta_start: float = 0.4  # importance-sampling exponent at the start
     # env steps over which beta anneals linearly to 1; null = the whole run (total_steps).
     beta_anneal_steps: int | None = None
-    priority_eps: float = 1e-6
+    priority_eps: float = 1e-6  # added to |TD error| so every transition can be drawn
 
 
 @dataclass
 class AdamConfig:
     _target_: str = "torch.optim.Adam"
     _partial_: bool = True
-    lr: float = 2e-3
-    eps: float = 1e-8
-    weight_decay: float = 0.0
+    lr: float = 2e-3  # learning rate (at the start; see algo.lr_end_factor)
+    eps: float = 1e-8  # Adam's epsilon
+    weight_decay: float = 0.0  # L2 penalty
     fused: bool | None = True  # one fused kernel for the whole step (CPU and CUDA); null = torch's choice
 
 
@@ -93,21 +99,21 @@ class AdamConfig:
 class RMSpropConfig:
     _target_: str = "torch.optim.RMSprop"
     _partial_: bool = True
-    lr: float = 2.5e-4
-    alpha: float = 0.95
-    eps: float = 1e-2
-    momentum: float = 0.0
-    centered: bool = True
+    lr: float = 2.5e-4  # learning rate (at the start; see algo.lr_end_factor)
+    alpha: float = 0.95  # smoothing constant of the squared-gradient average
+    eps: float = 1e-2  # RMSprop's epsilon
+    momentum: float = 0.0  # momentum factor
+    centered: bool = True  # normalise by the gradient's estimated variance
 
 
 @dataclass
 class SGDConfig:
     _target_: str = "torch.optim.SGD"
     _partial_: bool = True
-    lr: float = 1e-2
-    momentum: float = 0.9
-    nesterov: bool = False
-    weight_decay: float = 0.0
+    lr: float = 1e-2  # learning rate (at the start; see algo.lr_end_factor)
+    momentum: float = 0.9  # momentum factor
+    nesterov: bool = False  # Nesterov momentum
+    weight_decay: float = 0.0  # L2 penalty
 
 
 @dataclass
@@ -123,34 +129,64 @@ class DeviceConfig:
 
 @dataclass
 class AlgoConfig:
-    gamma: float = 0.99
-    batch_size: int = 128
+    gamma: float = 0.99  # discount factor
+    batch_size: int = 128  # transitions per gradient step
     learning_starts: int = 1_000  # env steps of random play before the first update
     # gradient_steps updates per train_freq env steps (summed over vector envs); with num_envs > train_freq,
     # a phase after every vector step with gradient_steps * round(num_envs / train_freq) updates.
     train_freq: int = 4
-    gradient_steps: int = 1
+    gradient_steps: int = 1  # updates per train_freq env steps
     target_update_period: int = 1  # gradient steps between target updates
     tau: float = 0.05  # 1.0 = hard copy; < 1 = Polyak averaging
-    double: bool = True
-    loss: str = "mse"  # huber | mse (scalar nets) | cross_entropy (C51)
+    double: bool = True  # Double DQN: the online net picks the target's action
+    loss: str = "mse"  # huber | mse (scalar nets) | cross_entropy (C51) | quantile_huber (QR-DQN, IQN)
     max_grad_norm: float | None = 10.0  # null: no clipping (the norm is still logged)
     on_nonfinite: str = "stop"  # stop | skip | off: what a NaN/inf loss, gradient or Q-value does
     lr_end_factor: float = 0.1  # linear lr decay to lr * lr_end_factor over the run; 1.0 = constant
+    # algo.loss=quantile_huber (network=qrdqn, network=iqn):
+    kappa: float = 1.0  # quantile Huber loss threshold; 0: the plain quantile (pinball) loss
+    iqn_taus: int = 8  # IQN's N: sampled fractions for the online quantiles of each transition
+    iqn_target_taus: int = 8  # IQN's N': sampled fractions for the target quantiles
+
+
+@dataclass
+class PQNAlgoConfig(AlgoConfig):
+    """PQN (Gallici et al. 2024; algo=pqn): Q(lambda) regression on rollouts of all vector envs, without
+    replay or a target network (rlrun.pqn). It extends AlgoConfig so that env options, which tune DQN's
+    keys, compose with it; of those it reads gamma, learning_starts, loss, max_grad_norm, on_nonfinite and
+    lr_end_factor, and ignores the replay ones (batch_size, train_freq, gradient_steps,
+    target_update_period, tau, double) and the buffer group."""
+
+    kind: str = "pqn"  # the algorithm: set by choosing algo=pqn
+    learning_starts: int = 0
+    lr_end_factor: float = 0.0  # CleanRL anneals the lr to 0
+    num_steps: int = 128  # vector steps per rollout: an update phase every num_steps x env.num_envs env steps
+    q_lambda: float = 0.65  # lambda of the Q(lambda) returns
+    update_epochs: int = 4  # passes over each rollout
+    num_minibatches: int = 4  # minibatches per pass (each of num_steps x env.num_envs / num_minibatches)
+
+
+# algo.kind -> schema; a config without `kind` is DQN's (AlgoConfig has no such key).
+ALGO_SCHEMAS: dict[str, type] = {"dqn": AlgoConfig, "pqn": PQNAlgoConfig}
+
+
+def algo_kind(algo: Any) -> str:
+    """`dqn` or `pqn` (or whatever a crafted file says: rlrun.validate checks it) for an algo node."""
+    return algo.get("kind", "dqn") if hasattr(algo, "get") else "dqn"
 
 
 @dataclass
 class ExplorationConfig:
     schedule: str = "linear"  # linear | exponential
-    start: float = 1.0
-    end: float = 0.01
+    start: float = 1.0  # epsilon once learning starts
+    end: float = 0.01  # epsilon after `duration` env steps
     duration: int = 10_000  # env steps until epsilon reaches `end`
 
 
 @dataclass
 class EvalConfig:
     interval: int = 10_000  # env steps between greedy evaluations; 0 disables
-    episodes: int = 5
+    episodes: int = 5  # greedy episodes per evaluation (one per env)
 
 
 @dataclass
@@ -167,24 +203,65 @@ class CheckpointConfig:
 
 
 @dataclass
+class TensorBoardLoggerConfig:
+    """logger=tensorboard: events.out.tfevents.* in the run directory (its scalars, config and hparams)."""
+
+
+@dataclass
+class MLflowLoggerConfig:
+    """logger=mlflow: one MLflow run per agent (the `mlflow` extra)."""
+
+    # null: $MLFLOW_TRACKING_URI if set, else a SQLite store in <run dir>/mlruns/ (nothing written elsewhere)
+    tracking_uri: str | None = None
+    experiment: str | None = None  # MLflow experiment name; null: exp_name
+
+
+@dataclass
+class WandbLoggerConfig:
+    """logger=wandb: one Weights & Biases run per agent, files in <run dir>/wandb/ (the `wandb` extra)."""
+
+    mode: str | None = None  # online | offline | disabled; null: online once `wandb login` was run, else offline
+    project: str = "rlrun"  # W&B project
+    entity: str | None = None  # W&B team or user; null: your default entity
+
+
+@dataclass
+class CsvLoggerConfig:
+    """logger=csv: every scalar as a row `step,tag,value` of scalars.csv in the run directory."""
+
+
+@dataclass
+class LoggerConfig:
+    """The logging backends of a run: the options chosen in the `logger` group (null = not chosen)."""
+
+    tensorboard: TensorBoardLoggerConfig | None = None
+    mlflow: MLflowLoggerConfig | None = None
+    wandb: WandbLoggerConfig | None = None
+    csv: CsvLoggerConfig | None = None
+
+
+@dataclass
 class RunConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     network: QNetworkConfig = field(default_factory=QNetworkConfig)
     buffer: Any = MISSING  # uniform or prioritized: the option names its schema
     optimizer: Any = MISSING  # Adam, RMSprop or SGD: the option names its schema
     device: DeviceConfig = field(default_factory=DeviceConfig)
-    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    algo: Any = MISSING  # DQN's or PQN's: the option (algo=dqn|pqn) names its schema
     exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)  # logger=tensorboard|mlflow|wandb|csv, or a list
     resume: str | None = None  # a run directory to continue
-    exp_name: str = "dqn"
-    seed: int = 0
+    exp_name: str = "dqn"  # experiment name: part of the run directory's name (and the MLflow experiment)
+    seed: int = 0  # seed of the run (of its first agent with seeds > 1)
     # Agents trained together in this process (rlrun.population): seeds seed, seed+1, ..., seed+seeds-1.
     seeds: int = 1
-    total_steps: int = 100_000
-    stop_on_solve: bool = False
+    # Agents with values of their own (rlrun.agents): one mapping per agent, e.g. {seed: 1, optimizer.lr: 1e-3}.
+    agents: list[Any] = field(default_factory=list)
+    total_steps: int = 100_000  # env steps per agent
+    stop_on_solve: bool = False  # stop once the 100-episode mean reaches env.reward_threshold
 
 
 def register_configs() -> None:
@@ -212,6 +289,8 @@ SCHEMAS = {
     "schema_rmsprop": RMSpropConfig,
     "schema_sgd": SGDConfig,
     "schema_device": DeviceConfig,
+    "schema_algo_dqn": AlgoConfig,
+    "schema_algo_pqn": PQNAlgoConfig,
 }
 
 

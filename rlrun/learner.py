@@ -1,4 +1,5 @@
-"""The DQN update: TD target (scalar or C51-projected), loss, gradient clipping, target-network sync."""
+"""The DQN update: TD target (scalar, C51-projected or quantiles), loss, gradient clipping, target-network
+sync. The quantile maths of QR-DQN and IQN lives in rlrun/quantile.py."""
 
 from __future__ import annotations
 
@@ -13,11 +14,22 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from rlrun.quantile import quantile_huber_loss, quantile_midpoints
 from rlrun.replay import Batch
 from rlrun.stacked import clip_grad_norm_per_agent
 
-# Scalar losses by name; cross_entropy (C51) is computed against the projected target in `_loss`.
+# Scalar losses by name; cross_entropy (C51) and quantile_huber (QR-DQN, IQN) are computed in `_loss`.
 LOSSES: dict[str, Callable[..., torch.Tensor]] = {"huber": F.smooth_l1_loss, "mse": F.mse_loss}
+# The losses each kind of network trains with.
+LOSSES_FOR = {"scalar": ("huber", "mse"), "distributional": ("cross_entropy",), "quantile": ("quantile_huber",)}
+
+
+def clip_threshold(max_grad_norm: Any) -> Any:
+    """`algo.max_grad_norm` as the clipping reads it: inf for None (no clipping), or a (K,) tensor of
+    per-agent thresholds for stacked agents with values of their own."""
+    if isinstance(max_grad_norm, (list, tuple)):
+        return torch.tensor([math.inf if m is None else float(m) for m in max_grad_norm])
+    return math.inf if max_grad_norm is None else float(max_grad_norm)
 
 
 class NonFiniteError(FloatingPointError):
@@ -40,28 +52,41 @@ class DQNLearner:
         compile: bool = False,
         compile_mode: str = "default",
         noise_generator: Any = None,
+        kappa: float = 1.0,
+        iqn_taus: int = 8,
+        iqn_target_taus: int = 8,
     ):
-        """Defaults are those of `rlrun.config.AlgoConfig`. `noise_generator`: where noisy nets draw their
-        noise (a torch.Generator, or one per agent for stacked agents; None: torch's global one)."""
+        """Defaults are those of `rlrun.config.AlgoConfig` and `QNetworkConfig`. `noise_generator`: where
+        noisy nets draw their noise and IQN its fractions (a torch.Generator, or one per agent for stacked
+        agents; None: torch's global one). `kappa`: the quantile Huber loss's threshold (QR-DQN, IQN);
+        `iqn_taus`, `iqn_target_taus`: IQN's N and N' sampled fractions per transition."""
         # A QNetwork or a stacked network (rlrun.stacked): the same interface, not a common base class.
         self.online: Any = online
         self.target: Any = copy.deepcopy(online).requires_grad_(False)
         self.optimizer = optimizer
         self.double = double
         self.distributional = getattr(online, "num_atoms", 1) > 1
+        self.quantile = getattr(online, "quantile", False)  # QR-DQN or IQN
+        self.implicit = getattr(online, "tau_embedding_dim", 0) > 0  # IQN
         self.noisy = getattr(online, "noisy", False)
         self.noise_generator = noise_generator
-        if (loss == "cross_entropy") != self.distributional:
-            allowed = "cross_entropy" if self.distributional else "huber or mse"
-            kind = "distributional" if self.distributional else "scalar"
-            raise ValueError(f"loss={loss!r} does not fit a {kind} network: use {allowed}")
+        self.kappa, self.iqn_taus, self.iqn_target_taus = kappa, iqn_taus, iqn_target_taus
+        kind = "quantile" if self.quantile else "distributional" if self.distributional else "scalar"
+        if loss not in LOSSES_FOR[kind]:
+            raise ValueError(f"loss={loss!r} does not fit a {kind} network: use {' or '.join(LOSSES_FOR[kind])}")
         self.loss_fn = LOSSES.get(loss)
-        self.max_grad_norm = math.inf if max_grad_norm is None else float(max_grad_norm)
-        self.tau = tau
+        self.max_grad_norm = clip_threshold(max_grad_norm)
+        self.tau = tau  # a float, or one per stacked agent (rlrun.agents)
         self.target_update_period = target_update_period
         self.updates = 0
         self.skipped = 0
+        # Stacked agents stopped for a non-finite update (the others train on): their gradients are zeroed
+        # from then on; `failures` holds (agent, reason, state before the update) until the loop takes them.
+        self.failed: torch.Tensor | None = None
+        self.failures: list[tuple[int, str, dict[str, Any]]] = []
         self.on_nonfinite = on_nonfinite  # stop | skip | off (off: no check, no per-update sync)
+        self.graph_mode = False  # set by rlrun.graphs: no host reads inside update(), counting left to it
+        self.nonfinite_flag: torch.Tensor | None = None  # graph mode: set on the device, read at log time
         # K stacked agents (rlrun.stacked): losses, gradient norms and metrics are per agent, shape (K,).
         self.agents = getattr(online, "agents", None)
         if self.agents is not None and on_nonfinite == "skip":
@@ -117,9 +142,49 @@ class DQNLearner:
         m.scatter_add_(-1, upper, p * w_upper)
         return m
 
+    def _sample_taus(self, batch_shape: torch.Size, n: int) -> torch.Tensor:
+        """IQN: (..., B, n) fractions ~ U(0, 1), each agent's from its own generator (as its single run draws
+        them, so a stacked agent equals its single-seed run)."""
+        device = self._online_params[0].device
+        generators = self.noise_generator
+        if self.agents is None or not isinstance(generators, (list, tuple)):
+            return torch.rand(*batch_shape, n, generator=generators, device=device)
+        return torch.stack([torch.rand(batch_shape[-1], n, generator=g, device=device) for g in generators])
+
+    @torch.no_grad()
+    def quantile_target(self, batch: Batch) -> torch.Tensor:
+        """QR-DQN / IQN: r + discount * theta_j(s', a*) for the target net's quantiles theta_j (QR-DQN's
+        fixed N, or IQN's at N' sampled fractions): (..., B, N'). a* = argmax of the online net's mean
+        quantile (Double) or of the target net's."""
+        taus = self._sample_taus(batch.rewards.shape, self.iqn_target_taus) if self.implicit else None
+        next_quantiles = self.target.quantile_values(batch.next_obs, taus)  # (..., B, A, N')
+        if self.double:
+            next_q = self.online(batch.next_obs)
+        else:  # IQN's Q is estimated at its evenly spaced acting fractions, not at the sampled ones
+            next_q = self.target(batch.next_obs) if self.implicit else next_quantiles.mean(dim=-1)
+        a_star = next_q.argmax(dim=-1, keepdim=True)  # (..., B, 1)
+        idx = a_star.unsqueeze(-1).expand(*a_star.shape, next_quantiles.shape[-1])
+        theta = next_quantiles.gather(-2, idx).squeeze(-2)  # (..., B, N')
+        return batch.rewards.unsqueeze(-1) + batch.discounts.unsqueeze(-1) * theta
+
+    def _quantile_loss(self, batch: Batch):
+        """QR-DQN / IQN: the quantile Huber loss of Q(s, a)'s quantiles against `quantile_target`."""
+        if self.implicit:
+            taus = self._sample_taus(batch.rewards.shape, self.iqn_taus)  # (..., B, N)
+            quantiles = self.online.quantile_values(batch.obs, taus)
+        else:
+            quantiles = self.online.quantile_values(batch.obs)
+            taus = quantile_midpoints(quantiles.shape[-1], quantiles.device)  # (N,)
+        idx = batch.actions.unsqueeze(-1).unsqueeze(-1).expand(*batch.actions.shape, 1, quantiles.shape[-1])
+        chosen = quantiles.gather(-2, idx).squeeze(-2)  # (..., B, N)
+        elementwise = quantile_huber_loss(chosen, self.quantile_target(batch), taus, self.kappa)
+        return elementwise, chosen.detach().mean(dim=-1), elementwise.detach()
+
     def _loss(self, batch: Batch):
         """Per-sample loss, the Q(s, a) it was computed for, and the per-sample PER priority (None for a
         uniform batch, which has no importance weights)."""
+        if self.quantile:
+            return self._quantile_loss(batch)
         if self.distributional:
             logits = self.online.dist_logits(batch.obs)  # (..., B, A, atoms)
             idx = batch.actions.unsqueeze(-1).unsqueeze(-1).expand(*batch.actions.shape, 1, logits.shape[-1])
@@ -203,7 +268,7 @@ class DQNLearner:
             # clip_grad_norm_'s scaling, min(1, max_norm / (norm + 1e-6)), is a no-op below the threshold:
             # on the CPU it is skipped then; on a GPU it always runs, sync-free.
             clip = True
-            if self._cpu:
+            if self._cpu and not self.graph_mode:
                 norm = grad_norm.item()
                 host_total = agent_loss.item() + (0.0 if scaler else norm)
                 clip = norm + 1e-6 > self.max_grad_norm
@@ -211,7 +276,11 @@ class DQNLearner:
                 nn.utils.clip_grads_with_norm_(self._online_params, self.max_grad_norm, grad_norm)
         else:
             grad_norm = clip_grad_norm_per_agent(self._online_params, self.max_grad_norm)
-        if self.on_nonfinite != "off":  # checked before the step, so the parameters are still good
+        if self.on_nonfinite != "off" and self.graph_mode:  # no sync: rlrun.graphs reads the flag at log time
+            total = (agent_loss.detach() if scaler else agent_loss.detach() + grad_norm).sum()
+            assert self.nonfinite_flag is not None
+            self.nonfinite_flag.logical_or_(~torch.isfinite(total))
+        elif self.on_nonfinite != "off":  # checked before the step, so the parameters are still good
             # One sum covers all three: the losses and norms are >= 0, and a non-finite Q-value makes its
             # loss non-finite. With fp16, an overflowing gradient is the GradScaler's business.
             if host_total is None:  # a host-device sync per update; algo.on_nonfinite=off removes it
@@ -224,16 +293,28 @@ class DQNLearner:
                     self.optimizer.zero_grad(set_to_none=True)
                     self.skipped += 1
                     return None
-                raise NonFiniteError(f"non-finite {', '.join(bad)}")
+                if self.agents is None:
+                    raise NonFiniteError(f"non-finite {', '.join(bad)}")
+                self._stop_agents(torch.isfinite(values).all(dim=0), bad)
+            if self.failed is not None:  # stopped agents keep their parameters; their priorities stay finite
+                for g in self._online_params:
+                    if g.grad is not None:
+                        g.grad.masked_fill_(self.failed.view(-1, *([1] * (g.dim() - 1))), 0.0)
+                if priority is not None:
+                    priority = priority.masked_fill(self.failed.unsqueeze(1), 1.0)
         if scaler is not None:
             scaler.step(self.optimizer)
             scaler.update()
         else:
             self.optimizer.step()
 
-        self.updates += 1
-        if self.updates % self.target_update_period == 0:
-            self.sync_target()
+        if self.graph_mode:  # rlrun.graphs counts updates; syncs here only when every update syncs
+            if self.target_update_period == 1:
+                self.sync_target()
+        else:
+            self.updates += 1
+            if self.updates % self.target_update_period == 0:
+                self.sync_target()
         q_var, q_mean = torch.var_mean(q.detach(), dim=-1, unbiased=False)
         return {
             "td_loss": agent_loss.detach(),
@@ -243,14 +324,38 @@ class DQNLearner:
             "priority": priority,
         }
 
+    def enter_graph_mode(self) -> None:
+        """Make `update` recordable as a CUDA graph (rlrun.graphs): no host sync inside it, the
+        non-finite check into `nonfinite_flag`, the update count and periodic target syncs left to the
+        caller. `on_nonfinite=skip` needs a host decision per update, so it cannot be recorded."""
+        if self.on_nonfinite == "skip" or self._scaler is not None:
+            raise ValueError("CUDA graphs need algo.on_nonfinite=stop or off and device.amp=none or bf16")
+        self.graph_mode = True
+        self.nonfinite_flag = torch.zeros((), dtype=torch.bool, device=self._online_params[0].device)
+
     @torch.no_grad()
     def sync_target(self) -> None:
-        if self.tau >= 1.0:
+        if not isinstance(self.tau, (int, float)):  # one tau per stacked agent: a (K, 1, ...) lerp weight each
+            if getattr(self, "_tau_weights", None) is None:
+                tau = torch.tensor(self.tau, dtype=self._online_params[0].dtype, device=self._online_params[0].device)
+                self._tau_weights = [tau.view(-1, *([1] * (p.dim() - 1))).expand_as(p) for p in self._online_params]
+            torch._foreach_lerp_(self._target_params, self._online_params, self._tau_weights)
+        elif self.tau >= 1.0:
             torch._foreach_copy_(self._target_params, self._online_params)
         else:
             torch._foreach_lerp_(self._target_params, self._online_params, self.tau)
         for t, o in self._buffer_pairs:
             t.copy_(o)
+
+    def _stop_agents(self, finite: torch.Tensor, bad: list[str]) -> None:
+        """Stacked agents whose loss, Q-values or gradient norm are non-finite (`finite` (K,) is False) stop
+        alone: recorded in `failures` with their state before this update, and frozen from now on."""
+        failed = ~finite if self.failed is None else ~finite | self.failed
+        new = (failed if self.failed is None else failed & ~self.failed).nonzero().flatten().tolist()
+        self.failed = failed
+        for k in new:
+            state = {"online": self.online.agent_state_dict(k), "target": self.target.agent_state_dict(k)}
+            self.failures.append((k, f"non-finite {', '.join(bad)}", state))
 
     def state_dict(self) -> dict:
         return {

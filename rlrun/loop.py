@@ -23,12 +23,14 @@ from rlrun import checkpoint as ckpt, rundir, schedules
 from rlrun.acting import GreedyActor
 from rlrun.envs import finished_episodes, next_obs_for_storage
 from rlrun.evaluation import evaluate
-from rlrun.exploration import ExplorationDraws
+from rlrun.exploration import ExplorationDraws, agent_epsilons
 from rlrun.frames import FrameStore
+from rlrun.graphs import GraphedActor, GraphedUpdates
 from rlrun.learner import DQNLearner, NonFiniteError
 from rlrun.metrics import MetricWindow
 from rlrun.nstep import NStepAccumulator
 from rlrun.population import Population
+from rlrun.pqn import PQNLearner
 
 CHECKPOINT_FORMAT = 1
 
@@ -39,12 +41,13 @@ class Parts:
 
     envs: Any  # K x num_envs sub-envs
     eval_envs: Any | None  # K x eval.episodes sub-envs, or None
-    learner: DQNLearner
-    buffer: Any  # rlrun.replay.Replay
+    learner: DQNLearner | PQNLearner
+    buffer: Any  # rlrun.replay.Replay, or PQN's rlrun.rollout.Rollout
     generators: list[torch.Generator]  # per agent: replay sampling (and noisy nets' noise)
     device: torch.device
     reward_threshold: float | None
     frames: FrameStore | None = None
+    cuda_graphs: bool = False  # record update phases and the acting forward as CUDA graphs (rlrun.graphs)
 
 
 @dataclass
@@ -53,18 +56,18 @@ class LoopSettings:
 
     total_steps: int  # env steps per agent
     num_envs: int  # per agent
-    gamma: float
+    gamma: float | list[float]  # a list: one per sub-env (agents with their own, rlrun.agents)
     n_step: int
     learning_starts: int
     batch_size: int
     update_every: int  # vector steps between update phases
     phase_updates: int  # gradient steps per update phase
-    lr: float
-    lr_end_factor: float  # linear decay of the lr to lr * lr_end_factor over the run
+    lr: float | list[float]  # lr and the epsilon values: a list holds one per agent (rlrun.agents)
+    lr_end_factor: float | list[float]  # linear decay of the lr to lr * lr_end_factor over the run
     epsilon_schedule: str
-    epsilon_start: float
-    epsilon_end: float
-    epsilon_duration: int
+    epsilon_start: float | list[float]
+    epsilon_end: float | list[float]
+    epsilon_duration: int | list[int]
     log_interval: int
     eval_interval: int  # 0: no evaluation
     checkpoint_every: int  # 0: only at the end and on a signal
@@ -72,14 +75,28 @@ class LoopSettings:
     stop_on_solve: bool
     config: dict  # the resolved run config, saved in every checkpoint
     plot_title: str | None  # None: no returns.png
+    # PQN (algo=pqn): every step goes to the rollout (parts.buffer) instead of n-step and replay; an update
+    # phase every update_every = num_steps vector steps, when the rollout is full, takes its minibatches.
+    rollout: bool = False
 
-    def epsilon(self, step: int) -> float:
-        """Uniform-random play until learning starts (noisy nets included), then the schedule."""
+    def epsilon(self, step: int) -> Any:
+        """Uniform-random play until learning starts (noisy nets included), then the schedule: a float, or
+        a (K, 1) array where agents have schedules of their own."""
         if step < self.learning_starts:
             return 1.0
-        return schedules.SCHEDULES[self.epsilon_schedule](
-            self.epsilon_start, self.epsilon_end, self.epsilon_duration, step
-        )
+        start, end, duration = self.epsilon_start, self.epsilon_end, self.epsilon_duration
+        if isinstance(start, list) or isinstance(end, list) or isinstance(duration, list):
+            agents = next(len(v) for v in (start, end, duration) if isinstance(v, list))
+            return agent_epsilons(self.epsilon_schedule, start, end, duration, agents, step)
+        return schedules.SCHEDULES[self.epsilon_schedule](start, end, duration, step)
+
+
+def group_lrs(lr: float | list[float], end_factor: float | list[float], total_steps: int, step: int) -> list[float]:
+    """The scheduled learning rate at `step` of each optimizer param group: one, or one per agent."""
+    lrs, ends = (v if isinstance(v, list) else [v] for v in (lr, end_factor))
+    n = max(len(lrs), len(ends))
+    lrs, ends = (v * n if len(v) == 1 else v for v in (lrs, ends))
+    return [lr * schedules.linear(1.0, end, total_steps, step) for lr, end in zip(lrs, ends)]
 
 
 class Preempted(Exception):
@@ -97,7 +114,14 @@ class Trainer:
         if parts.frames is not None:  # replay and n-step windows hold frame-index stacks
             stored_shape, stored_dtype = (parts.frames.stack,), np.int64
         self.nstep = NStepAccumulator(envs.num_envs, settings.n_step, settings.gamma, stored_shape, stored_dtype)
-        self.actor = GreedyActor(parts.learner.online, parts.device)
+        self.actor: Any = GreedyActor(parts.learner.online, parts.device)
+        self.graphed: GraphedUpdates | None = None
+        if parts.cuda_graphs:
+            self.graphed = GraphedUpdates(
+                parts.learner, parts.buffer, parts.frames, settings.batch_size, settings.phase_updates, parts.generators
+            )
+            obs_space = envs.single_observation_space
+            self.actor = GraphedActor(self.actor, (envs.num_envs, *obs_space.shape), obs_space.dtype, parts.device)
         self.window = MetricWindow()
         self.step, self.iteration = 0, 0
         self.signal: int | None = None
@@ -126,6 +150,7 @@ class Trainer:
             "loggers": [lg.state_dict() for lg in self.population.loggers],
             **self.window.state_dict(),
             "frames": None if p.frames is None else p.frames.state_dict(),
+            "failed_agents": dict(self.population.failed),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -152,10 +177,15 @@ class Trainer:
         self.window.load_state_dict(state, p.device)
         if p.frames is not None:
             p.frames.load_state_dict(state["frames"])
+        self.population.failed = dict(state.get("failed_agents", {}))
+        if self.population.failed and isinstance(p.learner, DQNLearner):
+            p.learner.failed = torch.zeros(self.population.agents, dtype=torch.bool, device=p.device)
+            p.learner.failed[list(self.population.failed)] = True
 
     def save_checkpoint(self) -> Path:
-        for lg in self.population.loggers:
-            lg.flush()
+        for k, lg in enumerate(self.population.loggers):
+            if k not in self.population.failed:  # a stopped agent's files are closed
+                lg.flush()
         return ckpt.save(self.out_dir, self.state_dict())
 
     # --- the loop ---------------------------------------------------------------------------
@@ -164,12 +194,22 @@ class Trainer:
         device in the window."""
         s, p = self.settings, self.parts
         learner, buffer, frames = p.learner, p.buffer, p.frames
-        if s.lr_end_factor != 1.0:
-            for group in learner.optimizer.param_groups:
-                group["lr"] = s.lr * schedules.linear(1.0, s.lr_end_factor, s.total_steps, step)
+        if s.lr_end_factor != 1.0:  # one value, or one per agent's param group (rlrun.agents)
+            for group, lr in zip(learner.optimizer.param_groups, group_lrs(s.lr, s.lr_end_factor, s.total_steps, step)):
+                if isinstance(group["lr"], torch.Tensor):  # a capturable optimizer's (CUDA graphs)
+                    group["lr"].fill_(lr)
+                else:
+                    group["lr"] = lr
         beta = buffer.beta(step, s.total_steps) if buffer.prioritized else 1.0
-        for _ in range(count):
-            batch = buffer.sample(s.batch_size, beta)
+        if self.graphed is not None:
+            for measured in self.graphed.run(beta):
+                self.window.add_measured(measured)
+            return
+        if isinstance(learner, PQNLearner):  # the rollout's minibatches, with its lambda-returns
+            batches: Any = learner.batches(buffer)
+        else:
+            batches = (buffer.sample(s.batch_size, beta) for _ in range(count))
+        for batch in batches:
             if frames is not None:
                 batch = frames.decode(batch)
             try:
@@ -182,11 +222,34 @@ class Trainer:
                     f"{e} at env step {step} (update {learner.updates + 1}); "
                     f"the state before this update is in {self.out_dir / 'nonfinite.pt'}"
                 ) from None
+            if getattr(learner, "failures", None):  # stacked agents that turned non-finite stop alone
+                self._stop_agents(step)
             if metrics is None:  # a non-finite update skipped (algo.on_nonfinite=skip)
                 continue
             if buffer.prioritized:
                 buffer.update_priorities(batch.indices, metrics["priority"])
             self.window.add(metrics, batch)
+
+    def _stop_agents(self, step: int) -> None:
+        learner, population = self.parts.learner, self.population
+        assert isinstance(learner, DQNLearner)
+        for k, reason, state in learner.failures:
+            population.stop_agent(k, step, f"{reason} (update {learner.updates + 1})", state, learner.online)
+        learner.failures.clear()
+        if len(population.failed) == population.agents:
+            raise NonFiniteError(f"every agent turned non-finite (the last at env step {step})")
+
+    def _check_graphed(self, step: int) -> None:
+        assert self.graphed is not None
+        try:
+            self.graphed.check()
+        except NonFiniteError as e:
+            with rundir.open_atomic(self.out_dir / "nonfinite.pt") as f:
+                torch.save(self.state_dict(), f)
+            raise NonFiniteError(
+                f"{e}, by env step {step}; the state after it is in {self.out_dir / 'nonfinite.pt'} "
+                "(with CUDA graphs the check runs at each log, not before each update)"
+            ) from None
 
     def log(self, step: int, sps: float) -> None:
         s, p = self.settings, self.parts
@@ -194,7 +257,7 @@ class Trainer:
         common = {
             "charts/epsilon": s.epsilon(step),
             "charts/SPS": sps,
-            "charts/learning_rate": learner.optimizer.param_groups[0]["lr"],
+            "charts/learning_rate": float(learner.optimizer.param_groups[0]["lr"]),
             "charts/updates": learner.updates,
             "charts/skipped_updates": learner.skipped,
         }
@@ -203,8 +266,12 @@ class Trainer:
         if device.type == "cuda":
             common["device/memory_allocated_mb"] = torch.cuda.memory_allocated(device) / 2**20
             common["device/max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+        if self.graphed is not None:  # the device-side non-finite flag, read with the metrics
+            self._check_graphed(step)
         per_agent = self.window.read(buffer.stats() if self.window and buffer.prioritized else None)
         per_agent["replay/size"] = buffer.sizes.tolist()
+        if len(learner.optimizer.param_groups) == self.population.agents > 1:  # an lr per agent
+            per_agent["charts/learning_rate"] = [float(g["lr"]) for g in learner.optimizer.param_groups]
         if p.frames is not None:
             p.frames.check(buffer)
         self.population.log(step, common, per_agent)
@@ -234,6 +301,7 @@ class Trainer:
         num_envs, total_steps, learning_starts = s.num_envs, s.total_steps, s.learning_starts
         update_every, phase_updates, batch_size = s.update_every, s.phase_updates, s.batch_size
         log_interval, eval_interval, ckpt_every = s.log_interval, s.eval_interval, s.checkpoint_every
+        rollout = buffer if s.rollout else None
 
         def crossed(interval: int) -> bool:
             return interval > 0 and step // interval > (step - num_envs) // interval
@@ -257,7 +325,10 @@ class Trainer:
 
                 next_obs, rewards, terminated, truncated, infos = envs.step(actions)
                 real_next_obs = next_obs_for_storage(next_obs, infos)
-                if frames is None:
+                if rollout is not None:  # PQN
+                    rollout.add(obs, actions, rewards, real_next_obs, terminated, truncated)
+                    ready = None
+                elif frames is None:
                     ready = nstep.step(obs, actions, rewards, real_next_obs, terminated, truncated)
                 else:  # store frame-index stacks instead of pixels
                     obs_idx = frames.current.copy()

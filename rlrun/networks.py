@@ -1,18 +1,21 @@
 """Q-networks. Sizes of the observation and action spaces come from the env, never from YAML.
 
-One class covers the family: plain or dueling heads, scalar Q-values or a categorical distribution over
-`num_atoms` support points (C51), ordinary or factorised-Gaussian noisy linear layers. `forward` always
-returns Q-values (B, A), so acting, evaluation and logging treat every variant the same way.
+One class covers the family: plain or dueling heads, scalar Q-values, a categorical distribution over
+`num_atoms` support points (C51) or quantiles of the return (QR-DQN, IQN), ordinary or factorised-Gaussian
+noisy linear layers. `forward` always returns Q-values (B, A), so acting, evaluation and logging treat every
+variant the same way.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from rlrun.quantile import cosine_features, quantile_midpoints
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "gelu": nn.GELU}
 
@@ -78,7 +81,7 @@ def apply_layer(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return module(x) if fn is None else fn(module, x)
 
 
-def apply_layers(layers: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+def apply_layers(layers: Iterable[nn.Module], x: torch.Tensor) -> torch.Tensor:
     for module in layers:
         fn = FUNCTIONAL.get(type(module))
         x = module(x) if fn is None else fn(module, x)
@@ -108,7 +111,15 @@ class QNetwork(nn.Module):
     - `dueling`: Q(s,a) = V(s) + A(s,a) - mean_a A(s,a) (Wang et al. 2016); with atoms, per atom logit.
     - `num_atoms > 1`: C51 (Bellemare et al. 2017); `dist_logits` gives (B, A, atoms) logits over the
       fixed support linspace(v_min, v_max, num_atoms), and Q is the expectation over that support.
-    - `noisy`: every linear layer is a `NoisyLinear`; call `reset_noise()` to resample.
+    - `num_quantiles > 0`: QR-DQN (Dabney et al. 2017); `quantile_values` gives (B, A, N) quantiles at the
+      fixed fractions `quantile_midpoints(N)`, and Q is their mean.
+    - `tau_embedding_dim > 0`: IQN (Dabney et al. 2018); `quantile_values(obs, taus)` gives (B, A, N)
+      quantiles at any fractions taus (B, N): the input of the last hidden layer (the CNN's features, as
+      in the paper, or the previous hidden layer's) times ReLU(Linear(cos(pi i tau))), i <
+      tau_embedding_dim, then the last hidden layer and the head(s). Q is the mean over `iqn_acting_taus`
+      evenly spaced fractions, so acting and greedy evaluation are deterministic.
+    - `noisy`: every linear layer is a `NoisyLinear` (IQN's tau embedding stays plain); call
+      `reset_noise()` to resample.
     - `init`: `default` (torch's), `xavier` or `orthogonal` for the plain linear layers.
     """
 
@@ -116,6 +127,7 @@ class QNetwork(nn.Module):
     head: nn.Module
     value: nn.Module
     advantage: nn.Module
+    tau_embedding: nn.Linear
 
     def __init__(
         self,
@@ -133,10 +145,20 @@ class QNetwork(nn.Module):
         init: str = "default",
         encoder: str = "mlp",
         obs_shape: Sequence[int] | None = None,
+        num_quantiles: int = 0,
+        tau_embedding_dim: int = 0,
+        iqn_acting_taus: int = 32,
     ):
         super().__init__()
         hidden_sizes = list(hidden_sizes)
         self.n_actions, self.num_atoms, self.dueling, self.noisy = n_actions, num_atoms, dueling, noisy
+        self.num_quantiles, self.tau_embedding_dim, self.iqn_acting_taus = (
+            num_quantiles,
+            tau_embedding_dim,
+            iqn_acting_taus,
+        )
+        # Head outputs per action: C51's atoms, QR-DQN's quantiles, or 1 (a scalar Q, or IQN's one tau).
+        self.outputs_per_action = num_atoms if num_atoms > 1 else max(num_quantiles, 1)
         linear = (lambda i, o: NoisyLinear(i, o, noisy_sigma0)) if noisy else nn.Linear
         layers: list[nn.Module] = []
         in_dim = obs_dim
@@ -157,33 +179,72 @@ class QNetwork(nn.Module):
                 in_dim = conv(torch.zeros(1, channels, height, width)).shape[1]
             layers.append(conv)
         for size in hidden_sizes:
+            self.embed_at, embed_dim = len(layers), in_dim  # IQN: where the last hidden block starts
             layers.append(linear(in_dim, size))
             if layer_norm:
                 layers.append(nn.LayerNorm(size))
             layers.append(ACTIVATIONS[activation]())
             in_dim = size
         self.trunk = nn.Sequential(*layers)
+        if tau_embedding_dim > 0:
+            self.tau_embedding = nn.Linear(tau_embedding_dim, embed_dim)
+        per_action = self.outputs_per_action
         if dueling:
-            self.value = linear(in_dim, num_atoms)
-            self.advantage = linear(in_dim, n_actions * num_atoms)
+            self.value = linear(in_dim, per_action)
+            self.advantage = linear(in_dim, n_actions * per_action)
         else:
-            self.head = linear(in_dim, n_actions * num_atoms)
+            self.head = linear(in_dim, n_actions * per_action)
         self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms) if num_atoms > 1 else torch.zeros(1))
         INITS[init](self)
 
-    def _outputs(self, obs: torch.Tensor) -> torch.Tensor:
-        """(B, A, atoms) action values or logits."""
-        h = apply_layers(self.trunk, obs.float() / 255.0 if self.pixels else obs.flatten(1).float())
+    @property
+    def quantile(self) -> bool:
+        """QR-DQN or IQN: outputs are quantiles of the return, Q their mean."""
+        return self.num_quantiles > 0 or self.tau_embedding_dim > 0
+
+    def _input(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs.float() / 255.0 if self.pixels else obs.flatten(1).float()
+
+    def _features(self, obs: torch.Tensor) -> torch.Tensor:
+        return apply_layers(self.trunk, self._input(obs))
+
+    def _heads(self, h: torch.Tensor) -> torch.Tensor:
+        """(M, features) -> (M, A, outputs_per_action)."""
+        per_action = self.outputs_per_action
         if not self.dueling:
-            return apply_layer(self.head, h).view(-1, self.n_actions, self.num_atoms)
-        adv = apply_layer(self.advantage, h).view(-1, self.n_actions, self.num_atoms)
-        return apply_layer(self.value, h).view(-1, 1, self.num_atoms) + adv - adv.mean(dim=1, keepdim=True)
+            return apply_layer(self.head, h).view(-1, self.n_actions, per_action)
+        adv = apply_layer(self.advantage, h).view(-1, self.n_actions, per_action)
+        return apply_layer(self.value, h).view(-1, 1, per_action) + adv - adv.mean(dim=1, keepdim=True)
+
+    def _outputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """(B, A, outputs_per_action) action values, logits or quantiles."""
+        return self._heads(self._features(obs))
 
     def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
         return self._outputs(obs)
 
+    def quantile_values(self, obs: torch.Tensor, taus: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, A, N) return quantiles: QR-DQN's at its fixed fractions (taus unused), IQN's at taus (B, N)."""
+        if self.tau_embedding_dim == 0:
+            return self._outputs(obs)
+        assert taus is not None, "IQN needs the fractions taus (B, N)"
+        layers = list(self.trunk)
+        h = apply_layers(layers[: self.embed_at], self._input(obs))  # (B, D): the last hidden layer's input
+        phi = F.relu(apply_layer(self.tau_embedding, cosine_features(taus, self.tau_embedding_dim)))  # (B, N, D)
+        batch, n = taus.shape
+        h = apply_layers(layers[self.embed_at :], (h.unsqueeze(1) * phi).reshape(batch * n, -1))
+        return self._heads(h).view(batch, n, self.n_actions).transpose(1, 2)  # (B * N, A, 1) -> (B, A, N)
+
+    def acting_taus(self, batch: int, device: torch.device) -> torch.Tensor:
+        """IQN's (batch, K) evenly spaced fractions at which Q is estimated for acting and for a*."""
+        return quantile_midpoints(self.iqn_acting_taus, device).expand(batch, -1)
+
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.tau_embedding_dim > 0:
+            return self.quantile_values(obs, self.acting_taus(obs.shape[0], obs.device)).mean(dim=2)
         out = self._outputs(obs)
+        if self.num_quantiles > 0:
+            return out.mean(dim=2)
         if self.num_atoms == 1:
             return out.squeeze(2)
         return (out.softmax(dim=2) * self.support).sum(dim=2)

@@ -2,7 +2,8 @@
 
 `stack_networks(nets)` picks one of two forms with the same interface (forward (K, B, ...) -> (K, B, A),
 `agents`, `agent_state_dict(k)`): `StackedQNetwork`, hand-fused for MLP networks (plain or dueling heads,
-C51, noisy layers: fast on a CPU), or `VmapQNetwork` for pixel encoders, through `torch.func.vmap`.
+C51, QR-DQN, IQN, noisy layers: fast on a CPU), or `VmapQNetwork` for pixel encoders, through
+`torch.func.vmap`.
 
 `StackedQNetwork.from_networks(nets)` stacks K `QNetwork`s that were built (and initialised) exactly as
 K single-seed runs would build them; every parameter gets a leading agent axis, and each layer is one
@@ -24,6 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlrun.networks import ACTIVATIONS, FUNCTIONAL, NoisyLinear, QNetwork, apply_layer, apply_layers
+from rlrun.quantile import cosine_features, quantile_midpoints
 
 
 class StackedLinear(nn.Module):
@@ -119,13 +121,14 @@ def unsupported(net: QNetwork) -> list[str]:
 
 
 class StackedQNetwork(nn.Module):
-    """The same maps as an MLP `QNetwork` (optional LayerNorm, plain or dueling heads, C51 atoms, noisy
-    layers), for K agents."""
+    """The same maps as an MLP `QNetwork` (optional LayerNorm, plain or dueling heads, C51 atoms, QR-DQN or
+    IQN quantiles, noisy layers), for K agents."""
 
     support: torch.Tensor
     head: nn.Module
     value: nn.Module
     advantage: nn.Module
+    tau_embedding: StackedLinear
 
     def __init__(self, nets: Sequence[QNetwork]):
         super().__init__()
@@ -134,6 +137,9 @@ class StackedQNetwork(nn.Module):
             raise ValueError(f"cannot stack this network: {unsupported(first)}")
         self.agents, self.n_actions, self.dueling = len(nets), first.n_actions, first.dueling
         self.num_atoms, self.noisy = first.num_atoms, first.noisy
+        self.num_quantiles, self.tau_embedding_dim = first.num_quantiles, first.tau_embedding_dim
+        self.iqn_acting_taus, self.outputs_per_action = first.iqn_acting_taus, first.outputs_per_action
+        self.quantile, self.embed_at = first.quantile, first.embed_at
         layers = []
         for i, module in enumerate(first.trunk):
             kind = type(module)
@@ -145,24 +151,47 @@ class StackedQNetwork(nn.Module):
         heads = ("value", "advantage") if self.dueling else ("head",)
         for name in heads:
             setattr(self, name, STACKABLE[type(getattr(first, name))]([getattr(n, name) for n in nets]))
-        self._heads = heads
+        self._head_names = heads
+        if self.tau_embedding_dim > 0:
+            self.tau_embedding = StackedLinear([n.tau_embedding for n in nets])
         self.register_buffer("support", first.support.clone())
 
     @classmethod
     def from_networks(cls, nets: Sequence[QNetwork]) -> StackedQNetwork:
         return cls(nets).to(next(nets[0].parameters()).device)
 
-    def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
-        """(K, B, *obs_shape) -> (K, B, A, atoms) action values or logits."""
-        h = apply_layers(self.trunk, obs.flatten(2).float())
-        k, b = h.shape[:2]
+    def _heads(self, h: torch.Tensor) -> torch.Tensor:
+        """(K, M, features) -> (K, M, A, outputs_per_action)."""
+        k, m, per_action = h.shape[0], h.shape[1], self.outputs_per_action
         if not self.dueling:
-            return apply_layer(self.head, h).view(k, b, self.n_actions, self.num_atoms)
-        adv = apply_layer(self.advantage, h).view(k, b, self.n_actions, self.num_atoms)
-        return apply_layer(self.value, h).view(k, b, 1, self.num_atoms) + adv - adv.mean(dim=2, keepdim=True)
+            return apply_layer(self.head, h).view(k, m, self.n_actions, per_action)
+        adv = apply_layer(self.advantage, h).view(k, m, self.n_actions, per_action)
+        return apply_layer(self.value, h).view(k, m, 1, per_action) + adv - adv.mean(dim=2, keepdim=True)
+
+    def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
+        """(K, B, *obs_shape) -> (K, B, A, outputs_per_action) action values, logits or quantiles."""
+        return self._heads(apply_layers(self.trunk, obs.flatten(2).float()))
+
+    def quantile_values(self, obs: torch.Tensor, taus: torch.Tensor | None = None) -> torch.Tensor:
+        """(K, B, *obs_shape) -> (K, B, A, N) quantiles; IQN's at taus (K, B, N), as `QNetwork`'s."""
+        if self.tau_embedding_dim == 0:
+            return self.dist_logits(obs)
+        assert taus is not None, "IQN needs the fractions taus (K, B, N)"
+        layers = list(self.trunk)
+        h = apply_layers(layers[: self.embed_at], obs.flatten(2).float())  # (K, B, D)
+        k, b, n = taus.shape
+        cosines = cosine_features(taus, self.tau_embedding_dim).view(k, b * n, -1)
+        phi = F.relu(apply_layer(self.tau_embedding, cosines)).view(k, b, n, -1)
+        h = apply_layers(layers[self.embed_at :], (h.unsqueeze(2) * phi).view(k, b * n, -1))
+        return self._heads(h).view(k, b, n, self.n_actions).transpose(2, 3)  # (K, B * N, A, 1) -> (K, B, A, N)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """(K, B, *obs_shape) -> (K, B, A) Q-values."""
+        if self.tau_embedding_dim > 0:
+            taus = quantile_midpoints(self.iqn_acting_taus, obs.device).expand(*obs.shape[:2], -1)
+            return self.quantile_values(obs, taus).mean(dim=-1)
+        if self.num_quantiles > 0:
+            return self.dist_logits(obs).mean(dim=-1)
         if self.num_atoms > 1:
             return (self.dist_logits(obs).softmax(dim=-1) * self.support).sum(dim=-1)
         h = apply_layers(self.trunk, obs.flatten(2).float())
@@ -185,21 +214,23 @@ class StackedQNetwork(nn.Module):
         for i, module in enumerate(self.trunk):
             if isinstance(module, STACKED_LAYERS):
                 state.update(module.agent_state(k, f"trunk.{i}."))
-        for name in self._heads:
+        for name in self._head_names:
             state.update(getattr(self, name).agent_state(k, f"{name}."))
+        if self.tau_embedding_dim > 0:
+            state.update(self.tau_embedding.agent_state(k, "tau_embedding."))
         state["support"] = self.support
         return {key: v.detach().clone().contiguous() for key, v in state.items()}
 
 
 class _DistLogits(nn.Module):
-    """`net.dist_logits` as a module's forward, for `functional_call`."""
+    """`net.dist_logits` (or `net.quantile_values` for IQN) as a module's forward, for `functional_call`."""
 
     def __init__(self, net: QNetwork):
         super().__init__()
         self.net = net
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net.dist_logits(obs)
+    def forward(self, obs: torch.Tensor, taus: torch.Tensor | None = None) -> torch.Tensor:
+        return self.net.dist_logits(obs) if taus is None else self.net.quantile_values(obs, taus)
 
 
 class VmapQNetwork(nn.Module):
@@ -218,6 +249,9 @@ class VmapQNetwork(nn.Module):
         first = nets[0]
         self.agents, self.n_actions, self.num_atoms = len(nets), first.n_actions, first.num_atoms
         self.dueling, self.noisy, self.pixels = first.dueling, first.noisy, first.pixels
+        self.num_quantiles, self.tau_embedding_dim = first.num_quantiles, first.tau_embedding_dim
+        self.iqn_acting_taus, self.outputs_per_action = first.iqn_acting_taus, first.outputs_per_action
+        self.quantile = first.quantile
         # The template runs the maths with the stacked tensors swapped in; it is not a submodule, so
         # `parameters()` holds only the stacked ones.
         self.__dict__["_template"] = _DistLogits(copy.deepcopy(first))
@@ -235,7 +269,7 @@ class VmapQNetwork(nn.Module):
         return {f"net.{name}": getattr(self, flat) for name, flat in self._names.items()}
 
     def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
-        """(K, B, *obs_shape) -> (K, B, A, atoms)."""
+        """(K, B, *obs_shape) -> (K, B, A, outputs_per_action)."""
         template = self._template
 
         def one(state, x):
@@ -243,9 +277,26 @@ class VmapQNetwork(nn.Module):
 
         return torch.func.vmap(one)(self._state(), obs)
 
+    def quantile_values(self, obs: torch.Tensor, taus: torch.Tensor | None = None) -> torch.Tensor:
+        """(K, B, *obs_shape) -> (K, B, A, N) quantiles; IQN's at taus (K, B, N)."""
+        if self.tau_embedding_dim == 0:
+            return self.dist_logits(obs)
+        assert taus is not None, "IQN needs the fractions taus (K, B, N)"
+        template = self._template
+
+        def one(state, x, t):
+            return torch.func.functional_call(template, state, (x, t))
+
+        return torch.func.vmap(one)(self._state(), obs, taus)
+
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """(K, B, *obs_shape) -> (K, B, A) Q-values."""
+        if self.tau_embedding_dim > 0:
+            taus = quantile_midpoints(self.iqn_acting_taus, obs.device).expand(*obs.shape[:2], -1)
+            return self.quantile_values(obs, taus).mean(dim=-1)
         out = self.dist_logits(obs)
+        if self.num_quantiles > 0:
+            return out.mean(dim=-1)
         if self.num_atoms == 1:
             return out.squeeze(-1)
         return (out.softmax(dim=-1) * self.support).sum(dim=-1)
@@ -285,13 +336,15 @@ def _activation_name(module: nn.Module) -> str:
     raise ValueError(f"cannot stack a {type(module).__name__} layer")
 
 
-def clip_grad_norm_per_agent(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
+def clip_grad_norm_per_agent(params: Sequence[torch.Tensor], max_norm: float | torch.Tensor) -> torch.Tensor:
     """`clip_grad_norm_` for each agent separately: the norm over agent k's slices of all gradients,
-    and agent k's gradients scaled by min(1, max_norm / (norm_k + 1e-6)). Returns the (K,) norms."""
+    and agent k's gradients scaled by min(1, max_norm / (norm_k + 1e-6)). Returns the (K,) norms.
+    `max_norm`: one threshold, or a (K,) tensor of one per agent (inf: no clipping for that agent)."""
     grads = [p.grad for p in params if p.grad is not None]
     norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads]).norm(dim=0)
-    if math.isfinite(max_norm):
-        coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    if isinstance(max_norm, torch.Tensor) or math.isfinite(max_norm):
+        limit = max_norm.to(norms.device) if isinstance(max_norm, torch.Tensor) else max_norm
+        coef = (limit / (norms + 1e-6)).clamp(max=1.0)
         for g in grads:
             g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
     return norms

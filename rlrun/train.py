@@ -1,6 +1,8 @@
 """`python -m rlrun.train [overrides]`: train DQN agents as the composed config says (rlrun.cli).
 
-`rlrun.train.train(cfg, out_dir)` is `rlrun.run.train`, the plain function behind the command.
+`rlrun.train.train(cfg, out_dir)` is `rlrun.run.train`, the plain function behind the command. Run as a
+command, this module hands over to the command line before importing anything heavy (torch is imported
+only once a run starts, so `--help` and refused commands return quickly).
 """
 
 from __future__ import annotations
@@ -9,14 +11,12 @@ if __name__ == "__main__":  # `python -m rlrun.train`: a signal during the impor
     from rlrun import signals
 
     signals.stop_on_signal()
-
-from rlrun.learner import NonFiniteError
-from rlrun.loop import Preempted
-from rlrun.run import train
-
-__all__ = ["NonFiniteError", "Preempted", "train"]
-
-if __name__ == "__main__":
     from rlrun.cli import main
 
     main()
+else:
+    from rlrun.learner import NonFiniteError
+    from rlrun.loop import Preempted
+    from rlrun.run import train
+
+    __all__ = ["NonFiniteError", "Preempted", "train"]

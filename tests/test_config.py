@@ -21,7 +21,7 @@ GROUPS = {
 
 
 def test_groups_have_the_promised_options():
-    assert GROUPS["network"] == ["c51", "cnn", "dueling", "mlp", "noisy"]
+    assert GROUPS["network"] == ["c51", "cnn", "dueling", "iqn", "mlp", "noisy", "qrdqn"]
     assert GROUPS["buffer"] == ["per", "uniform"]
     assert GROUPS["optimizer"] == ["adam", "rmsprop", "sgd"]
     assert GROUPS["device"] == ["auto", "cpu", "cuda"]
