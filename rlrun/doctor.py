@@ -19,11 +19,11 @@ def version(package: str) -> str:
         return "not installed"
 
 
-REQUIRED = ("gymnasium", "hydra-core", "omegaconf", "tensorboard", "numpy", "filelock")
+REQUIRED = ("gymnasium", "hydra-core", "omegaconf", "tensorboard", "numpy", "filelock", "rliable")
 # Optional packages by the extra that installs them (`pip install -e ".[extra]"`).
 OPTIONAL = {
     "sweep": ("hydra-joblib-launcher", "hydra-submitit-launcher", "hydra-optuna-sweeper"),
-    "ray": ("hydra-ray-launcher",),
+    "ray": ("ray",),  # hydra/launcher=ray_cluster (rlrun's own plugin)
     "atari": ("ale-py", "opencv-python-headless"),
     "box2d": ("box2d", "pygame"),
     "video": ("moviepy",),

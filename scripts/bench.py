@@ -10,7 +10,7 @@
     python scripts/bench.py seeds --seeds 8 --steps 20000     # seeds=K in one process vs one single-seed run
     python scripts/bench.py sweep                             # 4-job sweep: joblib with 2 workers vs serial
     python scripts/bench.py threads                           # env steps/s with 1 torch thread vs torch's default
-    python scripts/bench.py atari --envs 8 [--device cuda]    # Atari env steps/s: ale-py's vector env vs gymnasium's
+    python scripts/bench.py atari --envs 8 [--base REV]        # Atari env steps/s: ale-py's vector env vs gymnasium's
 
 Contestants alternate (the order reversed every other round, so a drifting machine weighs on both alike) and
 the figures are medians over the rounds. Each subcommand ends with a table under the date, the hardware and
@@ -147,6 +147,9 @@ def main() -> None:
         "--loop-steps", type=int, default=4000, help="env steps per training run; 0 skips the loop (default 4000)"
     )
     sp.add_argument("--threads", type=int, default=None, help="env.atari.threads (default: ale-py's)")
+    sp.add_argument(
+        "--base", default=None, help="also time the env alone as git revision BASE builds it (its whole Atari pipeline)"
+    )
     args = p.parse_args()
     args.fn(args)
 

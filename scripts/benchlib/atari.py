@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from statistics import median
 
 import gymnasium as gym
 import numpy as np
 
-from benchlib.common import QUIET, Run, alternate, each, merged, report, train_run
+from benchlib.common import QUIET, ROOT, Run, alternate, each, merged, report, train_run
 
 BACKENDS = ("vector", "gymnasium")
 ATARI = {"noop_max": 30, "frame_skip": 4, "screen_size": 84, "terminal_on_life_loss": True}  # env=atari's
@@ -38,6 +46,55 @@ def env_alone(backend: str, envs: int, steps: int, threads: int | None) -> Run:
     return Run(wall, 0.0, {"sps": envs * steps / wall, "cpu_sps": envs * steps / cpu})
 
 
+# env_alone's loop for another revision's pipeline (`--base`), run by that revision's Python path: only
+# `rlrun.envs.make_vector_env(id, n, frame_stack=, clip_reward=, atari=)`, which every revision since the
+# Atari support has, is assumed.
+BASE_SNIPPET = """
+import json, sys, time
+import numpy as np
+from rlrun.envs import make_vector_env
+envs, steps = int(sys.argv[1]), int(sys.argv[2])
+atari = json.loads(sys.argv[3])
+vec = make_vector_env("ALE/Pong-v5", envs, frame_stack=4, clip_reward=1.0, atari=atari)
+actions = np.random.default_rng(0).integers(int(vec.single_action_space.n), size=(steps + 20, envs))
+vec.reset(seed=0)
+for a in actions[:20]:
+    vec.step(a)
+start, cpu_start = time.perf_counter(), time.process_time()
+for a in actions[20:]:
+    vec.step(a)
+wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+print(json.dumps({"wall": wall, "sps": envs * steps / wall, "cpu_sps": envs * steps / cpu}))
+"""
+
+
+@contextlib.contextmanager
+def base_checkout(rev: str) -> Iterator[Path]:
+    """`rev` checked out into a temporary git worktree, removed afterwards."""
+    tmp = Path(tempfile.mkdtemp(prefix="rlrun-atari-base-"))
+    try:
+        add = ["git", "-C", str(ROOT), "worktree", "add", "--quiet", "--detach", str(tmp / "b"), rev]
+        subprocess.run(add, check=True)
+        yield tmp / "b"
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "b")], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def base_env_alone(root: Path, envs: int, steps: int) -> Run:
+    """env_alone for the pipeline of the revision checked out at `root` (in a subprocess importing it)."""
+    out = subprocess.run(
+        [sys.executable, "-c", BASE_SNIPPET, str(envs), str(steps), json.dumps(ATARI)],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    return Run(result["wall"], 0.0, result)
+
+
 def atari(args) -> None:
     """Two measurements per backend (env.atari.backend), alternating, medians over the rounds:
     - env alone: env steps/s of --envs Pong envs under random actions (`--steps` vector steps, in-process);
@@ -49,7 +106,12 @@ def atari(args) -> None:
     def alone_run(backend: str) -> Callable[[], Run]:
         return lambda: env_alone(backend, args.envs, args.steps, threads)
 
-    alone = alternate({b: alone_run(b) for b in BACKENDS}, args.reps)
+    with contextlib.ExitStack() as stack:
+        contestants = {b: alone_run(b) for b in BACKENDS}
+        if args.base:
+            root = stack.enter_context(base_checkout(args.base))
+            contestants[f"base {args.base}"] = lambda: base_env_alone(root, args.envs, args.steps)
+        alone = alternate(contestants, args.reps)
 
     def loop(backend: str) -> Callable[[], Run]:
         base = [
@@ -80,6 +142,15 @@ def atari(args) -> None:
         return f"{vector / gym:.2f}x"
 
     notes = [f"vector / gymnasium: env alone {ratio(alone, 'sps')} (per CPU second {ratio(alone, 'cpu_sps')})"]
+    for name in alone:
+        if name not in BACKENDS:  # --base: that revision's whole Atari pipeline, env alone
+            sps, cpu_sps = [r.summary["sps"] for r in alone[name]], [r.summary["cpu_sps"] for r in alone[name]]
+            row = [name, f"{median(sps):,.0f}", each(sps, ",.0f"), f"{median(cpu_sps):,.0f}"]
+            rows.append(row + ([""] if loops else []))
+            vector = median([r.summary["sps"] for r in alone["vector"]])
+            vector_cpu = median([r.summary["cpu_sps"] for r in alone["vector"]])
+            per_cpu = vector_cpu / median(cpu_sps)
+            notes.append(f"vector / {name}: env alone {vector / median(sps):.2f}x (per CPU second {per_cpu:.2f}x)")
     headers = ["backend", "env alone: env steps/s", "per round", "env steps per CPU s"]
     if loops:
         headers.append(f"training loop ({args.device}): env steps/s")
