@@ -1,0 +1,21 @@
+"""A plain (non-editable) `pip install .` ships every package: pyproject.toml lists packages by hand (the
+configs come in through the rlrun/conf symlink), so a new folder must be listed there too."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_folder_with_code_or_configs_is_a_listed_package():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = set()
+    for top in ("rlrun", "hydra_plugins"):
+        for folder, _, files in os.walk(ROOT / top, followlinks=True):  # into the rlrun/conf symlink
+            if "__pycache__" not in folder and any(f.endswith((".py", ".yaml")) for f in files):
+                on_disk.add(".".join(Path(folder).relative_to(ROOT).parts))
+    assert on_disk - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+    assert listed - on_disk == set(), "listed packages that do not exist"
