@@ -11,13 +11,14 @@ from hydra import compose, initialize_config_module
 
 import rlrun.train as rt
 
+# The two with one update per 4 env steps (noisy nets, rainbow) take 20-30 s each on one core: `-m slow`.
 QUICK = [  # (overrides, threshold, step budget): one bounded run per extension
-    ([], 195, 60_000),  # the default already uses 3-step returns
-    (["network=dueling", "buffer=per"], 195, 60_000),
-    (["network=c51"], 195, 60_000),
-    (["network=noisy"], 195, 60_000),
-    (["buffer.n_step=1"], 150, 80_000),
-    (["+experiment=rainbow"], 150, 80_000),
+    pytest.param([], 195, 60_000, id="default"),  # the default already uses 3-step returns
+    pytest.param(["network=dueling", "buffer=per"], 195, 60_000, id="network=dueling buffer=per"),
+    pytest.param(["network=c51"], 195, 60_000, id="network=c51"),
+    pytest.param(["network=noisy"], 195, 60_000, id="network=noisy", marks=pytest.mark.slow),
+    pytest.param(["buffer.n_step=1"], 150, 80_000, id="buffer.n_step=1"),
+    pytest.param(["+experiment=rainbow"], 150, 80_000, id="+experiment=rainbow", marks=pytest.mark.slow),
 ]
 FULL = [[], ["network=dueling", "buffer=per"], ["network=c51"], ["network=noisy"], ["+experiment=rainbow"]]
 # The env presets' bars (issue 7): (preset, threshold, budget), each for >= 3 of 5 seeds.
@@ -52,9 +53,7 @@ def test_pendulum_preset_reaches_minus_400_quickly(tmp_path):
     assert summary["solved_step"] is not None, summary
 
 
-@pytest.mark.parametrize(
-    "overrides,threshold,budget", QUICK, ids=lambda v: " ".join(v) if isinstance(v, list) else None
-)
+@pytest.mark.parametrize("overrides,threshold,budget", QUICK)
 def test_reaches_threshold_within_budget(tmp_path, overrides, threshold, budget):
     summary = run(tmp_path, overrides, 0, threshold, budget)
     assert summary["solved_step"] is not None, summary
