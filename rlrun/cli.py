@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import io
+import os
 import sys
 import tokenize
 from pathlib import Path
@@ -58,6 +59,8 @@ def main() -> None:
             print_help([a for a in args if not a.startswith("-")])
         except ConfigError as e:
             fail(EXIT_CONFIG, str(e))
+        except BrokenPipeError:  # `--help | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return
     try:
         plan = preflight.plan(args)

@@ -169,3 +169,13 @@ def test_unwritable_output_dir_is_one_clear_message(run_dir):
     proc = run_train(f"hydra.run.dir={run_dir}", "total_steps=10")
     assert proc.returncode == 4
     assert "cannot create the run directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_help_into_a_closed_pipe_ends_quietly():
+    """`python -m rlrun.train --help | head` must not end with a BrokenPipeError traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlrun.train", "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    proc.stdout.close()  # the reader is gone before the help is written
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0 and "Traceback" not in err, err
