@@ -104,7 +104,11 @@ HYDRA_KEYS = {
 def print_help(overrides: list[str]) -> None:
     cfg = preflight.task_config(preflight.compose(overrides))
     lines = [HELP_HEADER]
-    lines += [f"{group}: {', '.join(options)}" for group, options in config_groups().items()]
+    groups = config_groups()
+    specializations = groups.pop("env_network", [])
+    lines += [f"{group}: {', '.join(options)}" for group, options in groups.items()]
+    if specializations:  # chosen by Hydra from env and network (conf/config.yaml), not by the user
+        lines.append(f"(applied with their env and network: {', '.join(specializations)})")
     lines += ["", "== Config (key: value  # meaning; set any key with key=value) =="]
     lines += config_lines(cfg)
     print("\n".join(lines))
