@@ -191,9 +191,9 @@ PIXELS = [
 ]
 
 
-# The default and dueling-per runs stay in the default test run; the other heads' stacked networks are
-# checked against their single networks there too (test_stacked_c51_noisy_and_pixel_networks_are_each_agent),
-# and their whole runs are `-m slow` to keep the default run near 8 minutes on one core.
+# The default variant stays in the default test run; there the other variants' stacked networks are checked
+# against their single networks too (test_stacked_c51_noisy_and_pixel_networks_are_each_agent), and a whole
+# batched PER run against its single runs (tests/test_batched_sweep.py); their whole runs here are `-m slow`.
 SLOW = pytest.mark.slow
 
 
@@ -204,6 +204,7 @@ SLOW = pytest.mark.slow
         pytest.param(
             ["total_steps=900", "eval.interval=450", "network=dueling", "buffer=per", "algo.loss=huber"],
             id="dueling-per",
+            marks=SLOW,
         ),
         pytest.param(
             ["total_steps=900", "eval.interval=450", "network=c51", "network.dueling=true"], id="c51", marks=SLOW

@@ -124,6 +124,7 @@ def test_optuna_preset_runs_trials_and_returns_the_objective(tmp_path):
     assert float(best.split("best_value:")[1].split()[0]) == pytest.approx(runs.final_mean_return_100.max())
 
 
+@pytest.mark.slow  # a sweep and a notebook kernel: ~14 s on one core
 def test_notebook_plots_a_sweep(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
