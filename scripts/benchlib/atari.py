@@ -9,13 +9,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from statistics import median
-
-import gymnasium as gym
-import numpy as np
 
 from benchlib.common import QUIET, ROOT, Run, alternate, each, merged, report, train_run
 
@@ -23,33 +19,13 @@ BACKENDS = ("vector", "gymnasium")
 ATARI = {"noop_max": 30, "frame_skip": 4, "screen_size": 84, "terminal_on_life_loss": True}  # env=atari's
 
 
-def env_alone(backend: str, envs: int, steps: int, threads: int | None) -> Run:
-    """`envs` Pong envs under uniformly random actions, as training builds them (4 stacked frames, clipped
-    rewards), reset and warmed up before the clock starts: wall seconds, and env steps per second of wall
-    time and of the process's CPU time (all threads; steadier than wall time on a shared machine)."""
-    from rlrun.envs import make_vector_env
-
-    vec = make_vector_env(
-        "ALE/Pong-v5", envs, frame_stack=4, clip_reward=1.0, atari={**ATARI, "backend": backend, "threads": threads}
-    )
-    space = vec.single_action_space
-    assert isinstance(space, gym.spaces.Discrete)
-    actions = np.random.default_rng(0).integers(int(space.n), size=(steps + 20, envs))
-    vec.reset(seed=0)
-    for a in actions[:20]:
-        vec.step(a)
-    start, cpu_start = time.perf_counter(), time.process_time()
-    for a in actions[20:]:
-        vec.step(a)
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    vec.close()
-    return Run(wall, 0.0, {"sps": envs * steps / wall, "cpu_sps": envs * steps / cpu})
-
-
-# env_alone's loop for another revision's pipeline (`--base`), run by that revision's Python path: only
-# `rlrun.envs.make_vector_env(id, n, frame_stack=, clip_reward=, atari=)`, which every revision since the
-# Atari support has, is assumed.
-BASE_SNIPPET = """
+# The env-alone timing, run in a fresh process that imports rlrun from the given checkout (this one, or
+# another revision's for `--base`): `envs` Pong envs under uniformly random actions, as training builds them
+# (4 stacked frames, clipped rewards), reset and warmed up before the clock starts; wall seconds, and env
+# steps per second of wall time and of the process's CPU time (all threads; steadier on a shared machine).
+# Only `rlrun.envs.make_vector_env(id, n, frame_stack=, clip_reward=, atari=)`, which every revision since the
+# Atari support has, is assumed; an earlier revision ignores the atari keys it does not know (backend, threads).
+ENV_ALONE = """
 import json, sys, time
 import numpy as np
 from rlrun.envs import make_vector_env
@@ -64,8 +40,23 @@ start, cpu_start = time.perf_counter(), time.process_time()
 for a in actions[20:]:
     vec.step(a)
 wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+vec.close()
 print(json.dumps({"wall": wall, "sps": envs * steps / wall, "cpu_sps": envs * steps / cpu}))
 """
+
+
+def env_alone(root: Path, envs: int, steps: int, atari: dict) -> Run:
+    """ENV_ALONE with rlrun imported from the checkout at `root`."""
+    out = subprocess.run(
+        [sys.executable, "-c", ENV_ALONE, str(envs), str(steps), json.dumps(atari)],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    return Run(result["wall"], 0.0, result)
 
 
 @contextlib.contextmanager
@@ -81,36 +72,22 @@ def base_checkout(rev: str) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def base_env_alone(root: Path, envs: int, steps: int) -> Run:
-    """env_alone for the pipeline of the revision checked out at `root` (in a subprocess importing it)."""
-    out = subprocess.run(
-        [sys.executable, "-c", BASE_SNIPPET, str(envs), str(steps), json.dumps(ATARI)],
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": str(root)},
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    result = json.loads(out.strip().splitlines()[-1])
-    return Run(result["wall"], 0.0, result)
-
-
 def atari(args) -> None:
     """Two measurements per backend (env.atari.backend), alternating, medians over the rounds:
-    - env alone: env steps/s of --envs Pong envs under random actions (`--steps` vector steps, in-process);
+    - env alone: env steps/s of --envs Pong envs under random actions (`--steps` vector steps, a process each);
     - training loop: `python -m rlrun.train env=atari` at the Nature settings (batch 32, one update per 4 env
       steps, the Nature CNN) on --device, --loop-steps env steps of which the first quarter are random play;
       the loop's env steps/s from summary.json (every step counted, updates included)."""
     threads = args.threads
 
     def alone_run(backend: str) -> Callable[[], Run]:
-        return lambda: env_alone(backend, args.envs, args.steps, threads)
+        return lambda: env_alone(ROOT, args.envs, args.steps, {**ATARI, "backend": backend, "threads": threads})
 
     with contextlib.ExitStack() as stack:
         contestants = {b: alone_run(b) for b in BACKENDS}
         if args.base:
             root = stack.enter_context(base_checkout(args.base))
-            contestants[f"base {args.base}"] = lambda: base_env_alone(root, args.envs, args.steps)
+            contestants[f"base {args.base}"] = lambda: env_alone(root, args.envs, args.steps, ATARI)
         alone = alternate(contestants, args.reps)
 
     def loop(backend: str) -> Callable[[], Run]:
