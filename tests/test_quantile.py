@@ -241,29 +241,12 @@ BARS = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize("overrides,env,threshold,budget,need", BARS, ids=[f"{o[0]}-{e}" for o, e, *_ in BARS])
-def test_quantile_learning_bars(tmp_path, overrides, env, threshold, budget, need):
-    from hydra import compose, initialize_config_module
-
+def test_quantile_learning_bars(compose, tmp_path, overrides, env, threshold, budget, need):
     import rlrun.train as rt
 
-    with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
-        cfg = compose(
-            "config",
-            overrides=[
-                f"env={env}",
-                *overrides,
-                "seed=0",
-                "seeds=5",
-                f"total_steps={budget}",
-                f"env.reward_threshold={threshold}",
-                "stop_on_solve=true",
-                "eval.interval=0",
-                "log.plot=false",
-                "log.progress_bar=false",
-                "checkpoint.every=0",
-            ],
-        )
-    summary = rt.train(cfg, tmp_path)
+    quiet = ["eval.interval=0", "log.plot=false", "log.progress_bar=false", "checkpoint.every=0"]
+    budgeted = [f"total_steps={budget}", f"env.reward_threshold={threshold}", "stop_on_solve=true"]
+    summary = rt.train(compose(f"env={env}", *overrides, "seed=0", "seeds=5", *budgeted, *quiet), tmp_path)
     solved = {seed: agent["solved_step"] for seed, agent in summary["agents"].items()}
     print(overrides, env, "solved steps per seed:", solved)
     assert sum(step is not None for step in solved.values()) >= need, solved
