@@ -6,12 +6,15 @@
 #   pytest.txt     the CUDA tests: recorded updates and actor (tests/test_graphs.py), AMP/compile
 #                  (tests/test_acceleration.py), stacked agents on CUDA (tests/test_batched.py, unit tests)
 #   update.txt     us per gradient step, each switch on/off (scripts/bench.py switches --device cuda)
-#   cartpole.txt   the default CartPole config, whole loop, device=cuda vs device=cpu (bench.py updates)
+#   cartpole.txt   the default CartPole config, whole loop: device=cuda (plain, then with device.cuda_graphs)
+#                  vs device=cpu (bench.py updates)
 #   atari.txt      ALE/Pong, 8 envs: env alone and the whole loop with updates at the Nature settings,
 #                  both backends (bench.py atari)
-#   pong.txt       +experiment=atari_fast on Pong for a fixed slot: env steps/s and the score so far
+#   pong.txt       +experiment=atari_fast on Pong for a fixed slot: env steps/s and the score so far (the
+#                  600-second score bar needs a run of its own: timeout 600 python -m rlrun.train
+#                  +experiment=atari_fast device=cuda)
 #   pqn.txt        +experiment=pqn_atari on Pong for a short slot: env steps/s
-#   agents.txt     256 CartPole agents (lr x seed) in one process vs one agent
+#   agents.txt     seeds=256 on CartPole in one process vs one agent, 20k env steps each (bench.py seeds)
 # Usage: OUT=/tmp/gpu bash scripts/gpu_checks.sh [dir of wheels to install first, for an offline machine]
 set -u
 OUT=${OUT:-outputs/gpu_checks}
@@ -34,15 +37,16 @@ run() {  # run NAME SECONDS COMMAND...: output to $OUT/NAME.txt, and its tail to
 }
 COMMON="log.progress_bar=false checkpoint.every=0 eval.interval=0 log.plot=false"
 
-run doctor 30 $PY -m rlrun.doctor
-run pytest 90 $PY -m pytest -q -x -p no:cacheprovider tests/test_graphs.py tests/test_acceleration.py \
+run doctor 20 $PY -m rlrun.doctor
+run pytest 80 $PY -m pytest -q -x -p no:cacheprovider tests/test_graphs.py tests/test_acceleration.py \
   tests/test_batched.py -k "cuda or graph or stacked" -m "not slow"
 run update 60 $PY scripts/bench.py switches --device cuda
 run cartpole 40 $PY scripts/bench.py updates --device cuda
+run cartpole 40 $PY scripts/bench.py updates --device cuda --overrides device.cuda_graphs=true
 run cartpole 30 $PY scripts/bench.py updates --device cpu
-run atari 60 $PY scripts/bench.py atari --device cuda --envs 8 --reps 1 --steps 500 --loop-steps 20000
+run atari 90 $PY scripts/bench.py atari --device cuda --envs 8 --reps 1 --steps 500 --loop-steps 8000
 # The fast preset on Pong for a fixed slot: its env steps/s and the 100-episode mean of raw scores so far.
-run pong 140 $PY -m rlrun.train +experiment=atari_fast device=cuda $COMMON log.interval=20000 \
+run pong 110 $PY -m rlrun.train +experiment=atari_fast device=cuda $COMMON log.interval=20000 \
   hydra.run.dir=outputs/gpu_pong_fast
 $PY - >> "$OUT/pong.txt" 2>&1 <<'EOF'
 import csv, pathlib
@@ -54,7 +58,7 @@ mean = sum(returns[-100:]) / max(1, len(returns[-100:]))
 print(f"Pong atari_fast: {len(rows)} episodes by env step {last}; mean of the last {len(returns[-100:])}: {mean:.1f}")
 EOF
 tail -n 1 "$OUT/pong.txt"
-run pqn 45 $PY -m rlrun.train +experiment=pqn_atari device=cuda $COMMON log.interval=20000 \
+run pqn 35 $PY -m rlrun.train +experiment=pqn_atari device=cuda $COMMON log.interval=20000 \
   hydra.run.dir=outputs/gpu_pqn
-run agents 45 $PY scripts/bench.py seeds --seeds 256 --device cuda --steps 20000 --reps 1
+run agents 35 $PY scripts/bench.py seeds --seeds 256 --device cuda --steps 20000 --reps 1
 stamp "all done"
