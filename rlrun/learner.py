@@ -296,7 +296,9 @@ class DQNLearner:
                 if self.agents is None:
                     raise NonFiniteError(f"non-finite {', '.join(bad)}")
                 self._stop_agents(torch.isfinite(values).all(dim=0), bad)
-            if self.failed is not None:  # stopped agents keep their parameters; their priorities stay finite
+            # Stopped agents get zero gradients (their optimizer's momentum may still move them, unused: their
+            # files were written when they stopped) and finite priorities.
+            if self.failed is not None:
                 for g in self._online_params:
                     if g.grad is not None:
                         g.grad.masked_fill_(self.failed.view(-1, *([1] * (g.dim() - 1))), 0.0)

@@ -256,6 +256,19 @@ def _colors(configurations: Any) -> dict[str, Any]:
     return dict(zip(names, sns.color_palette("colorblind", n_colors=len(names))))
 
 
+def _env_figure(envs: list[str]) -> tuple[Any, Any]:
+    """One axes row per env, the same size in every report figure."""
+    fig, axes = _pyplot().subplots(len(envs), 1, figsize=(8, 4.2 * len(envs)), squeeze=False)
+    return fig, axes[:, 0]
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    _pyplot().close(fig)
+    return path
+
+
 def _legend_below(ax: Any, n: int) -> None:
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(n, 2), fontsize=8, frameon=False)
 
@@ -268,11 +281,10 @@ def plot_curves(curves: pd.DataFrame, path: Path, thresholds: dict[str, float] |
 
     if curves.empty:
         return None
-    plt = _pyplot()
     envs = sorted(curves["env"].unique())
     colors = _colors(curves["configuration"])
-    fig, axes = plt.subplots(len(envs), 1, figsize=(8, 4.2 * len(envs)), squeeze=False)
-    for ax, env in zip(axes[:, 0], envs):
+    fig, axes = _env_figure(envs)
+    for ax, env in zip(axes, envs):
         per_env = curves[curves["env"] == env]
         for config, g in per_env.groupby("configuration", sort=True):
             runs = [c for _, c in g.groupby("job") if len(c)]
@@ -294,10 +306,7 @@ def plot_curves(curves: pd.DataFrame, path: Path, thresholds: dict[str, float] |
         ax.set_ylabel("return")
         ax.grid(alpha=0.3)
         _legend_below(ax, per_env["configuration"].nunique() + 1)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2):
@@ -309,12 +318,11 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
     done = _finished(runs).dropna(subset=[column])
     if done.empty:
         return None
-    plt = _pyplot()
     envs = sorted(done["env"].unique())
     colors = _colors(done["configuration"])
-    fig, axes = plt.subplots(len(envs), 1, figsize=(8, 4.2 * len(envs)), squeeze=False)
+    fig, axes = _env_figure(envs)
     what = "greedy evaluation return" if column == EVAL else "training return (last 100 episodes)"
-    for ax, env in zip(axes[:, 0], envs):
+    for ax, env in zip(axes, envs):
         d = done[done["env"] == env]
         groups = dict(list(d.groupby("configuration", sort=True)))
         scores = {f"{config} (n={len(g)})": g[column].to_numpy()[:, None] for config, g in groups.items()}
@@ -338,10 +346,7 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
             ax.axvline(threshold.iloc[0], color="grey", linestyle="--", linewidth=1, label="solve threshold")
         ax.set_title(f"{env}: performance profile of the {what}", fontsize=10)
         _legend_below(ax, len(scores) + 1)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 # ---------------------------------------------------------------------------------------------------- report

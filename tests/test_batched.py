@@ -34,6 +34,20 @@ from rlrun.validate import ConfigError
 K = 3
 
 
+def random_batch(gen, size=32):
+    """K agents' batches of random CartPole-shaped transitions (discount 0.9, importance weights in [0, 1))."""
+    return Batch(
+        torch.randn(K, size, 4, generator=gen),
+        torch.randint(0, 2, (K, size), generator=gen),
+        torch.randn(K, size, generator=gen),
+        torch.randn(K, size, 4, generator=gen),
+        torch.full((K, size), 0.9),
+        torch.zeros(K, size, dtype=torch.long),
+        torch.rand(K, size, generator=gen),
+        torch.zeros(K, size),
+    )
+
+
 def make_nets(dueling=False, layer_norm=True):
     torch.manual_seed(0)
     return [QNetwork(4, 2, hidden_sizes=(32, 32), dueling=dueling, layer_norm=layer_norm) for _ in range(K)]
@@ -84,16 +98,7 @@ def test_stacked_updates_match_single_agent_updates():
     learner = DQNLearner(stacked, adam(stacked.parameters()), loss="huber", tau=0.1, max_grad_norm=0.5)
     gen = torch.Generator().manual_seed(1)
     for _ in range(50):
-        b = Batch(
-            torch.randn(K, 32, 4, generator=gen),
-            torch.randint(0, 2, (K, 32), generator=gen),
-            torch.randn(K, 32, generator=gen),
-            torch.randn(K, 32, 4, generator=gen),
-            torch.full((K, 32), 0.9),
-            torch.zeros(K, 32, dtype=torch.long),
-            torch.rand(K, 32, generator=gen),
-            torch.zeros(K, 32),
-        )
+        b = random_batch(gen)
         metrics = learner.update(b)
         for k, single in enumerate(singles):
             m = single.update(Batch(*[None if t is None else t[k] for t in b]))
@@ -415,16 +420,7 @@ def test_stacked_quantile_updates_match_single_agent_updates(kind):
     )
     gen = torch.Generator().manual_seed(1)
     for _ in range(20):
-        b = Batch(
-            torch.randn(K, 32, 4, generator=gen),
-            torch.randint(0, 2, (K, 32), generator=gen),
-            torch.randn(K, 32, generator=gen),
-            torch.randn(K, 32, 4, generator=gen),
-            torch.full((K, 32), 0.9),
-            torch.zeros(K, 32, dtype=torch.long),
-            torch.rand(K, 32, generator=gen),
-            torch.zeros(K, 32),
-        )
+        b = random_batch(gen)
         metrics = learner.update(b)
         for k, single in enumerate(singles):
             m = single.update(Batch(*[None if t is None else t[k] for t in b]))
