@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from rlrun.config import algo_kind
 
@@ -156,12 +156,16 @@ def agent_dirs(out_dir: Path, cfg: DictConfig) -> list[Path]:
 
 def values(cfg: DictConfig, key: str) -> Any:
     """`key`'s value for the run's agents: one value when they share it, else a list with one per agent."""
+    node: Any = cfg
+    for part in key.split("."):
+        node = node[part]
     if not cfg.get("agents"):
-        node: Any = cfg
-        for part in key.split("."):
-            node = node[part]
         return node
-    return per_agent(agent_configs(cfg), key)
+    # What `per_agent(agent_configs(cfg), key)` gives, without composing every agent's whole config (the
+    # agent configs hold the run's resolved values with the entry's written over them).
+    shared = OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
+    found = [entry.get(key, shared) for entry in entries(cfg)]
+    return found[0] if all(v == found[0] for v in found) else found
 
 
 def sub_env_values(cfg: DictConfig, key: str) -> Any:
@@ -170,25 +174,74 @@ def sub_env_values(cfg: DictConfig, key: str) -> Any:
     return value if not isinstance(value, list) else [v for v in value for _ in range(cfg.env.num_envs)]
 
 
-def agent_param_groups(stacked: Sequence[torch.nn.Parameter], lrs: Sequence[float]) -> list[dict[str, Any]]:
-    """One optimizer param group per agent, over leaf views of the stacked (K, ...) parameters.
+# A view over several agents is stepped by the optimizer's vectorized loop where a single agent's tensor may
+# fall into its scalar tail (fused Adam's two paths round differently): only tensors whose per-agent size
+# is a whole number of vector widths (64 floats covers AVX-512 with unrolling) are sliced across agents.
+SLICE_MULTIPLE = 64
+
+
+def agent_param_groups(
+    stacked: Sequence[torch.nn.Parameter], lrs: Sequence[float], end_factors: Sequence[float]
+) -> list[dict[str, Any]]:
+    """Optimizer param groups over leaf views of the stacked (K, ...) parameters: one group per run of
+    consecutive agents that share their learning rate and its schedule (`agents`: [first, last + 1]).
 
     The views share storage with the stacked tensors, which the forward and backward passes use; a
     step-pre hook (`link_view_grads`) hands each view its slice of the stacked gradient. Adam, RMSprop and
-    SGD are elementwise, so agent k's step is exactly its single run's with learning rate lrs[k].
+    SGD are elementwise, so agent k's step is exactly its single run's with learning rate lrs[k]. A group
+    views each stacked tensor once for all its agents where the vectorized loop splits that view as it
+    splits each agent's own tensor (`SLICE_MULTIPLE`), and once per agent otherwise. A sweep's jobs come
+    lr-major (`optimizer.lr=a,b seed=0,1,2`), so a batched process of them has one group per learning
+    rate, not one per agent: each group and each tensor cost the optimizer Python work at every step.
     """
-    return [{"params": [torch.nn.Parameter(p.data[k]) for p in stacked], "lr": lr} for k, lr in enumerate(lrs)]
+    runs: list[list[int]] = []
+    for k, key in enumerate(zip(lrs, end_factors)):
+        if runs and key == (lrs[runs[-1][0]], end_factors[runs[-1][0]]):
+            runs[-1][1] = k + 1
+        else:
+            runs.append([k, k + 1])
+    groups = []
+    for a, b in runs:
+        views = []
+        for p in stacked:
+            if b - a > 1 and p[0].numel() % SLICE_MULTIPLE == 0:
+                views.append(torch.nn.Parameter(p.data[a:b]))
+            else:
+                views += [torch.nn.Parameter(p.data[k]) for k in range(a, b)]
+        groups.append({"params": views, "lr": lrs[a], "agents": [a, b]})
+    return groups
+
+
+def group_agents(group: dict[str, Any], agents: int) -> range:
+    """The agents an optimizer param group steps (all of them for a plain optimizer's one group)."""
+    first, end = group.get("agents", (0, agents))
+    return range(first, end)
+
+
+def _viewed_slice(view: torch.Tensor, stacked: Sequence[torch.Tensor]) -> tuple[int, Any]:
+    """Which stacked tensor `view` shares storage with, and the index of its part (k, or a slice a:b)."""
+    for i, p in enumerate(stacked):
+        per_agent = p[0].numel() * p.element_size()
+        offset = view.data_ptr() - p.data_ptr()
+        if (
+            p.untyped_storage().data_ptr() == view.untyped_storage().data_ptr()
+            and 0 <= offset < p.numel() * p.element_size()
+        ):
+            k = offset // per_agent
+            return i, (k if view.dim() == p.dim() - 1 else slice(k, k + view.shape[0]))
+    raise ValueError("an optimizer view that is not part of the stacked parameters")
 
 
 def link_view_grads(optimizer: torch.optim.Optimizer, stacked: Sequence[torch.nn.Parameter]) -> None:
     """Before each step, point every agent's views at its slice of the stacked gradients; after it, drop
     the stacked gradients (the optimizer's `zero_grad` only clears the views)."""
     stacked = list(stacked)
+    links = [(view, *_viewed_slice(view, stacked)) for group in optimizer.param_groups for view in group["params"]]
 
     def before(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        for k, group in enumerate(opt.param_groups):
-            for view, p in zip(group["params"], stacked):
-                view.grad = None if p.grad is None else p.grad[k]
+        for view, i, part in links:
+            grad = stacked[i].grad
+            view.grad = None if grad is None else grad[part]
 
     def after(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         for p in stacked:

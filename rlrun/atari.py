@@ -182,7 +182,7 @@ def make_atari_env(
         env = gym.make_vec(
             env_id,
             num_envs=num_envs,
-            vectorization_mode=vectorization,
+            vectorization_mode="sync" if vectorization == "auto" else vectorization,
             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
             wrappers=wrappers,
             frameskip=1,  # AtariPreprocessing skips (and max-pools) instead

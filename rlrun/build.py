@@ -23,7 +23,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 import rlrun.agents
 from rlrun.config import algo_kind
-from rlrun.device import resolve_device, set_threads
+from rlrun.device import keep_freed_memory, resolve_device, set_threads
 from rlrun.envs import check_spaces, env_spec, make_vector_env
 from rlrun.frames import FrameStore
 from rlrun.learner import DQNLearner
@@ -136,8 +136,10 @@ def make_optimizer(cfg: DictConfig, network: torch.nn.Module, capturable: bool =
     if isinstance(lrs, list) or isinstance(end_factors, list):  # an lr (schedule) per agent: a group each
         params = list(network.parameters())
         kwargs.pop("lr")
-        per_agent_lrs = lrs if isinstance(lrs, list) else [lrs] * len(agent_seeds(cfg))
-        optimizer = cls(rlrun.agents.agent_param_groups(params, per_agent_lrs), **kwargs)
+        k = len(agent_seeds(cfg))
+        per_agent_lrs = lrs if isinstance(lrs, list) else [lrs] * k
+        per_agent_ends = end_factors if isinstance(end_factors, list) else [end_factors] * k
+        optimizer = cls(rlrun.agents.agent_param_groups(params, per_agent_lrs, per_agent_ends), **kwargs)
         rlrun.agents.link_view_grads(optimizer, params)
         return optimizer
     return cls(network.parameters(), **kwargs)
@@ -162,6 +164,7 @@ def build(cfg: DictConfig) -> Parts:
     spec = env_spec(cfg.env.id)
     device = resolve_device(cfg.device.type, pixels=cfg.network.encoder != "mlp")
     set_threads(cfg.device.threads)
+    keep_freed_memory()
     seed_everything(cfg.seed)
     seeds = agent_seeds(cfg)
     envs, eval_envs = make_envs(cfg, len(seeds))

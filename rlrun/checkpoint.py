@@ -129,9 +129,11 @@ def restore_rng(state: dict[str, Any], generator: np.random.Generator, torch_gen
 
 
 # Attributes that carry an env's dynamic state, wherever they appear in the wrapper chain
-# (classic-control physics, TimeLimit's counter, episode statistics, reward normalisation).
+# (classic-control physics, TimeLimit's counter, episode statistics, reward normalisation; rlrun.cartpole's
+# step counts).
 ENV_ATTRS = (
     "state",
+    "steps",
     "steps_beyond_terminated",
     "_elapsed_steps",
     "episode_returns",
@@ -159,6 +161,8 @@ def _capture(obj: Any) -> dict[str, Any]:
         state["return_rms"] = to_safe({"mean": rms.mean, "var": rms.var, "count": rms.count})
     if "_np_random" in vars(obj) and obj._np_random is not None:
         state["np_random"] = obj._np_random.bit_generator.state
+    if "_generators" in vars(obj):  # rlrun.cartpole: one stream per sub-env
+        state["generators"] = [None if g is None else g.bit_generator.state for g in obj._generators]
     return state
 
 
@@ -168,6 +172,10 @@ def _apply(obj: Any, state: dict[str, Any]) -> None:
             obj.return_rms.mean, obj.return_rms.var, obj.return_rms.count = v["mean"], v["var"], v["count"]
         elif k == "np_random":
             obj._np_random.bit_generator.state = v
+        elif k == "generators":
+            for g, g_state in zip(obj._generators, v):
+                if g is not None and g_state is not None:
+                    g.bit_generator.state = g_state
         else:
             setattr(obj, k, v)
 

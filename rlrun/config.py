@@ -31,7 +31,8 @@ class AtariConfig:
 class EnvConfig:
     id: str = "CartPole-v1"  # gymnasium env id (env=X chooses an env with its tuned learner settings)
     num_envs: int = 1  # sub-envs stepped together per agent (a vector env)
-    vectorization: str = "sync"  # sync | async
+    # auto: `vector` where rlrun has it (CartPole-v1: rlrun.cartpole, the same numbers as sync), else sync
+    vectorization: str = "auto"  # auto | sync | async | vector
     # null: gymnasium's spec.reward_threshold for this id; a number overrides it.
     reward_threshold: float | None = None
     # null: the env's registered time limit.

@@ -1,7 +1,8 @@
-"""Device selection and CPU thread count."""
+"""Device selection, CPU thread count and the process's memory allocator."""
 
 from __future__ import annotations
 
+import ctypes
 import sys
 
 import torch
@@ -41,3 +42,23 @@ def set_threads(threads: int | None) -> None:
     torch's default (one thread per core)."""
     if threads is not None:
         torch.set_num_threads(threads)
+
+
+def keep_freed_memory() -> None:
+    """Let glibc's malloc keep freed memory for the next allocation instead of handing it back to the OS.
+
+    By default a block over 128 KiB is mmap'ed fresh and unmapped when freed, and the heap top is trimmed:
+    every training step then pays page faults for its activations (a stacked batch of 10 agents makes
+    655 KiB tensors). With the threshold at glibc's maximum (32 MiB) and no trimming, the same memory is
+    reused from step to step: a `seeds=10` CartPole run made 3x fewer page faults, and two such runs on
+    the two cores of a small VM ran about 1.4x faster (docs/sweeps.md). Allocations over 32 MiB (replay
+    storage, made once) are still mapped directly. No-op where the C library has no `mallopt`.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (macOS, Windows, musl without mallopt)
+        return
+    m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3
+    mallopt(m_mmap_threshold, 32 * 2**20)
+    mallopt(m_trim_threshold, 2**31 - 1)
+    mallopt(m_top_pad, 64 * 2**20)

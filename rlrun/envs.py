@@ -113,7 +113,22 @@ def gym_vector_env(
     action_bins: int | None,
     frame_stack: int,
 ) -> gym.vector.VectorEnv:
-    """Any gymnasium id in gymnasium's sync or async vector env, SAME_STEP autoreset."""
+    """Any gymnasium id in gymnasium's sync or async vector env, or CartPole-v1 as one numpy vector env
+    (`vector`, rlrun.cartpole: the same numbers as sync), SAME_STEP autoreset. `auto` is `vector` where
+    that exists, sync otherwise."""
+    numpy_env = env_id == "CartPole-v1" and action_bins is None and not frame_stack
+    if vectorization == "auto":
+        vectorization = "vector" if numpy_env else "sync"
+    if vectorization == "vector":
+        if not numpy_env:
+            raise ConfigError(
+                "env.vectorization",
+                "vector",
+                f"auto, sync or async for {env_id} (vector: CartPole-v1 without action_bins or frame_stack)",
+            )
+        from rlrun.cartpole import CartPoleVectorEnv
+
+        return CartPoleVectorEnv(num_envs, max_episode_steps or env_spec(env_id).max_episode_steps or 500)
     kwargs = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
     wrappers = [one_hot_discrete] + ([] if action_bins is None else [partial(DiscretizeAction, bins=action_bins)])
     if frame_stack:

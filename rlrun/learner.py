@@ -275,7 +275,9 @@ class DQNLearner:
             if clip:
                 nn.utils.clip_grads_with_norm_(self._online_params, self.max_grad_norm, grad_norm)
         else:
-            grad_norm = clip_grad_norm_per_agent(self._online_params, self.max_grad_norm)
+            grad_norm = clip_grad_norm_per_agent(
+                self._online_params, self.max_grad_norm, skip_unclipped=self._cpu and not self.graph_mode
+            )
         if self.on_nonfinite != "off" and self.graph_mode:  # no sync: rlrun.graphs reads the flag at log time
             total = (agent_loss.detach() if scaler else agent_loss.detach() + grad_norm).sum()
             assert self.nonfinite_flag is not None

@@ -21,6 +21,7 @@ import torch
 
 from rlrun import checkpoint as ckpt, rundir, schedules
 from rlrun.acting import GreedyActor
+from rlrun.agents import group_agents
 from rlrun.envs import finished_episodes, next_obs_for_storage
 from rlrun.evaluation import evaluate
 from rlrun.exploration import ExplorationDraws, agent_epsilons
@@ -194,8 +195,10 @@ class Trainer:
         device in the window."""
         s, p = self.settings, self.parts
         learner, buffer, frames = p.learner, p.buffer, p.frames
-        if s.lr_end_factor != 1.0:  # one value, or one per agent's param group (rlrun.agents)
-            for group, lr in zip(learner.optimizer.param_groups, group_lrs(s.lr, s.lr_end_factor, s.total_steps, step)):
+        if s.lr_end_factor != 1.0:  # one value, or one per agent (param groups: runs of agents, rlrun.agents)
+            lrs = group_lrs(s.lr, s.lr_end_factor, s.total_steps, step)
+            for group in learner.optimizer.param_groups:
+                lr = lrs[group["agents"][0]] if "agents" in group else lrs[0]
                 if isinstance(group["lr"], torch.Tensor):  # a capturable optimizer's (CUDA graphs)
                     group["lr"].fill_(lr)
                 else:
@@ -270,8 +273,11 @@ class Trainer:
             self._check_graphed(step)
         per_agent = self.window.read(buffer.stats() if self.window and buffer.prioritized else None)
         per_agent["replay/size"] = buffer.sizes.tolist()
-        if len(learner.optimizer.param_groups) == self.population.agents > 1:  # an lr per agent
-            per_agent["charts/learning_rate"] = [float(g["lr"]) for g in learner.optimizer.param_groups]
+        groups = learner.optimizer.param_groups
+        if "agents" in groups[0]:  # an lr per agent (rlrun.agents.agent_param_groups)
+            per_agent["charts/learning_rate"] = [
+                float(g["lr"]) for g in groups for _ in group_agents(g, self.population.agents)
+            ]
         if p.frames is not None:
             p.frames.check(buffer)
         self.population.log(step, common, per_agent)

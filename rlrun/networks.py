@@ -72,7 +72,9 @@ class NoisyLinear(nn.Module):
 FUNCTIONAL = {
     nn.Linear: lambda m, x: F.linear(x, m.weight, m.bias),
     nn.LayerNorm: lambda m, x: F.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps),
-    nn.ReLU: lambda m, x: F.relu(x),
+    # In place: every layer before a ReLU (linear, LayerNorm, conv, their stacked forms) keeps its input,
+    # not its output, for the backward pass, so the ReLU may overwrite that output (one tensor fewer).
+    nn.ReLU: lambda m, x: F.relu(x, inplace=True),
 }
 
 

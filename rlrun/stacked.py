@@ -44,16 +44,29 @@ class StackedLinear(nn.Module):
 
 
 class StackedLayerNorm(nn.Module):
-    """K LayerNorms over the last axis, each with its own affine weight and bias (K, 1, size)."""
+    """K LayerNorms over the last axis, each with its own affine weight and bias (K, 1, size).
+
+    The normalisation runs with a unit weight and zero bias (torch's CPU kernel is faster with an affine
+    transform than without: 150 against 240 us for a (10, 128, 128) input; the same bits), then each
+    agent's own affine transform; without autograd, in place.
+    """
+
+    unit_weight: torch.Tensor
+    zero_bias: torch.Tensor
 
     def __init__(self, layers: Sequence[nn.LayerNorm]):
         super().__init__()
         self.shape, self.eps = layers[0].normalized_shape, layers[0].eps
         self.weight = nn.Parameter(torch.stack([layer.weight.detach() for layer in layers]).unsqueeze(1).contiguous())
         self.bias = nn.Parameter(torch.stack([layer.bias.detach() for layer in layers]).unsqueeze(1).contiguous())
+        self.register_buffer("unit_weight", torch.ones(self.shape), persistent=False)
+        self.register_buffer("zero_bias", torch.zeros(self.shape), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.addcmul(self.bias, F.layer_norm(x, self.shape, eps=self.eps), self.weight)
+        normed = F.layer_norm(x, self.shape, self.unit_weight, self.zero_bias, self.eps)
+        if torch.is_grad_enabled():
+            return torch.addcmul(self.bias, normed, self.weight)
+        return torch.addcmul(self.bias, normed, self.weight, out=normed)
 
     def agent_state(self, k: int, prefix: str) -> dict[str, torch.Tensor]:
         return {f"{prefix}weight": self.weight[k, 0], f"{prefix}bias": self.bias[k, 0]}
@@ -112,7 +125,7 @@ STACKABLE: dict[type, type] = {
 }
 STACKED_LAYERS = (StackedLinear, StackedLayerNorm, StackedNoisyLinear)
 FUNCTIONAL[StackedLinear] = lambda m, x: torch.baddbmm(m.bias, x, m.weight)
-FUNCTIONAL[StackedLayerNorm] = lambda m, x: torch.addcmul(m.bias, F.layer_norm(x, m.shape, eps=m.eps), m.weight)
+FUNCTIONAL[StackedLayerNorm] = StackedLayerNorm.forward
 
 
 def unsupported(net: QNetwork) -> list[str]:
@@ -336,15 +349,21 @@ def _activation_name(module: nn.Module) -> str:
     raise ValueError(f"cannot stack a {type(module).__name__} layer")
 
 
-def clip_grad_norm_per_agent(params: Sequence[torch.Tensor], max_norm: float | torch.Tensor) -> torch.Tensor:
+def clip_grad_norm_per_agent(
+    params: Sequence[torch.Tensor], max_norm: float | torch.Tensor, skip_unclipped: bool = False
+) -> torch.Tensor:
     """`clip_grad_norm_` for each agent separately: the norm over agent k's slices of all gradients,
     and agent k's gradients scaled by min(1, max_norm / (norm_k + 1e-6)). Returns the (K,) norms.
-    `max_norm`: one threshold, or a (K,) tensor of one per agent (inf: no clipping for that agent)."""
+    `max_norm`: one threshold, or a (K,) tensor of one per agent (inf: no clipping for that agent).
+    `skip_unclipped`: read the factors on the host and skip the scaling when every one is 1 (a multiply
+    by 1 changes nothing; on a CPU the read is free and the multiplies are not)."""
     grads = [p.grad for p in params if p.grad is not None]
     norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads]).norm(dim=0)
     if isinstance(max_norm, torch.Tensor) or math.isfinite(max_norm):
         limit = max_norm.to(norms.device) if isinstance(max_norm, torch.Tensor) else max_norm
         coef = (limit / (norms + 1e-6)).clamp(max=1.0)
+        if skip_unclipped and bool((coef == 1.0).all()):
+            return norms
         for g in grads:
             g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
     return norms

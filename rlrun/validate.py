@@ -130,7 +130,7 @@ def validate(cfg: DictConfig) -> None:
     from rlrun.networks import ACTIVATIONS, INITS
 
     check_schema(cfg)
-    _one_of(cfg, "env.vectorization", ["sync", "async"])
+    _one_of(cfg, "env.vectorization", ["auto", "sync", "async", "vector"])
     _positive(cfg, "env.num_envs")
     if cfg.env.max_episode_steps is not None:
         _positive(cfg, "env.max_episode_steps")

@@ -5,10 +5,12 @@
     python scripts/bench.py updates [--device cuda] [--overrides env.num_envs=64]  # loop env steps/s, updates/s
     python scripts/bench.py per                               # PER sample+update us at 1e4/1e5/1e6 vs uniform
     python scripts/bench.py switches --device cuda            # us per update: plain / amp / compile / cuda_graphs
+    python scripts/bench.py envs --envs 160                   # CartPole vector step: sync vs numpy (env.vectorization)
     python scripts/bench.py memory                            # bytes of a 1M-transition Atari replay
     python scripts/bench.py solve --seeds 5                   # wall seconds from process start to CartPole 475
     python scripts/bench.py seeds --seeds 8 --steps 20000     # seeds=K in one process vs one single-seed run
     python scripts/bench.py sweep                             # 4-job sweep: joblib with 2 workers vs serial
+    python scripts/bench.py launchers --reps 2                # 20-job sweep: batched launcher vs joblib, 2 at a time
     python scripts/bench.py threads                           # env steps/s with 1 torch thread vs torch's default
     python scripts/bench.py atari --envs 8 [--base REV]        # Atari env steps/s: ale-py's vector env vs gymnasium's
 
@@ -33,10 +35,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, next to this script
 
 from benchlib.atari import atari  # noqa: E402
-from benchlib.parts import memory, per, switches  # noqa: E402
+from benchlib.parts import envs, memory, per, switches  # noqa: E402
 from benchlib.runs import (  # noqa: E402
     COMPARE_DEFAULTS,
     compare,
+    launchers,
     peers,
     seeds,
     solve,
@@ -110,6 +113,8 @@ def main() -> None:
     )
     command("per", per, "PER sample+update us at 1e4/1e5/1e6 stored, and a PER vs uniform gradient step", device=True)
     command("switches", switches, "us per gradient step for plain / amp / compile / cuda_graphs", device=True)
+    sp = command("envs", envs, "CartPole-v1 vector step: gymnasium's sync vector env vs rlrun's numpy one", reps=5)
+    sp.add_argument("--envs", type=int, default=160, help="sub-envs (default 160: a seeds=10 run)")
     sp = command("memory", memory, "bytes of a 1M-transition Atari replay that stores frames once")
     sp.add_argument("--capacity", type=int, default=1_000_000, help="transitions (default 1,000,000)")
     sp = command(
@@ -129,6 +134,9 @@ def main() -> None:
     sp.add_argument("--separate", action="store_true", help="also time K single-seed processes side by side")
     sp = command("sweep", sweep, "4-job sweep: joblib launcher with 2 workers vs serial", reps=3)
     sp.add_argument("--steps", type=int, default=20_000, help="env steps per job (default 20000)")
+    sp = command("launchers", launchers, "20-job lr x seed sweep: batched launcher vs joblib", reps=3)
+    sp.add_argument("--steps", type=int, default=100_000, help="env steps per job (default 100000)")
+    sp.add_argument("--n-jobs", dest="n_jobs", type=int, default=2, help="processes at a time (default 2)")
     sp = command(
         "threads", threads, "loop env steps/s with one torch thread vs torch's default count", reps=3, overrides=True
     )

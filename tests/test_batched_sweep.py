@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from rlrun.agents import agent_param_groups, link_view_grads
 from rlrun.exploration import agent_epsilons
@@ -38,11 +39,17 @@ K = 3
     ],
 )
 def test_per_agent_param_groups_step_exactly_as_separate_optimizers(cls, kwargs):
+    """Agents that share an lr share a param group (a slice of the stacked tensors); each agent still
+    steps exactly as its own optimizer would."""
     torch.manual_seed(0)
-    stacked = [torch.nn.Parameter(torch.randn(K, 5, 7)), torch.nn.Parameter(torch.randn(K, 1, 7))]
+    lrs = [1e-3, 1e-3, 3e-3, 2e-2, 2e-2, 1e-3]
+    K = len(lrs)
+    shapes = [(5, 7), (1, 7), (8, 16), (128,)]  # per-agent sizes 35 and 7: a view per agent; 128: one per group
+    stacked = [torch.nn.Parameter(torch.randn(K, *shape)) for shape in shapes]
     singles = [[torch.nn.Parameter(p.detach()[k].clone()) for p in stacked] for k in range(K)]
-    lrs = [1e-3, 3e-3, 2e-2]
-    optimizer = cls(agent_param_groups(stacked, lrs), **kwargs)
+    optimizer = cls(agent_param_groups(stacked, lrs, [1.0] * K), **kwargs)
+    assert [g["agents"] for g in optimizer.param_groups] == [[0, 2], [2, 3], [3, 5], [5, 6]]
+    assert [len(g["params"]) for g in optimizer.param_groups] == [2 + 2 + 1 + 1, 4, 6, 4]
     link_view_grads(optimizer, stacked)
     single_opts = [cls(singles[k], lr=lrs[k], **kwargs) for k in range(K)]
     for _ in range(20):
@@ -357,3 +364,17 @@ def test_grouped_sweep_reports_as_the_basic_launcher(tmp_path):
     assert groups == ["jobs0-1", "jobs2-3"]  # max_agents=3: the 4 jobs as two processes of 2
     assert (batched / ".batched" / "jobs0-1" / "checkpoint.pt").exists()  # python -m rlrun.resume <group>
     assert not (basic / ".batched").exists() and Path(basic).exists()
+
+
+@pytest.mark.parametrize("variant", ["dqn", "per"])
+def test_values_read_from_the_entries_equal_the_agents_composed_configs(compose, variant):
+    """`agents.values` reads each key from the entries and the run's config; composing each agent's
+    whole config (what it stands for) gives the same value, or list of values, for every batchable key."""
+    from rlrun import agents
+
+    extra = ["buffer=per"] if variant == "per" else []
+    cfg = compose(*extra, f"agents=[{','.join(map(flow, AGENTS[variant]))}]")
+    configs = agents.agent_configs(cfg)
+    for key in agents.batchable(cfg):
+        if OmegaConf.select(cfg, key, default="<absent>") != "<absent>":
+            assert agents.values(cfg, key) == agents.per_agent(configs, key), key

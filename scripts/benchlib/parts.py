@@ -227,3 +227,43 @@ def memory(args) -> None:
         rows,
         pin="not a timing",
     )
+
+
+def envs(args) -> None:
+    """One CartPole-v1 vector step of `--envs` sub-envs with random actions: gymnasium's sync vector env
+    against rlrun's numpy one (`env.vectorization=vector`, the same numbers), both as rlrun makes them
+    (SAME_STEP autoreset, episode statistics)."""
+    from statistics import median
+
+    import numpy as np
+
+    from benchlib.common import alternate, each
+    from rlrun.envs import make_vector_env
+
+    made = {mode: make_vector_env("CartPole-v1", args.envs, mode) for mode in ("sync", "vector")}
+    rng = np.random.default_rng(0)
+    actions = rng.integers(0, 2, (1000, args.envs))
+
+    def contestant(env) -> Callable[[], float]:
+        env.reset(seed=0)
+
+        def once() -> float:
+            start = time.perf_counter()
+            for a in actions:
+                env.step(a)
+            return (time.perf_counter() - start) / len(actions) * 1e3
+
+        return once
+
+    ms = alternate({mode: contestant(env) for mode, env in made.items()}, args.reps)
+    sync, vector = median(ms["sync"]), median(ms["vector"])
+    report(
+        f"envs: CartPole-v1 vector step, {args.envs} sub-envs",
+        ["env.vectorization", "ms per vector step (median)", "rounds"],
+        [
+            ["sync", f"{sync:.3f}", each(ms["sync"], ".3f")],
+            ["vector", f"{vector:.3f}", each(ms["vector"], ".3f")],
+            ["sync / vector", f"{sync / vector:.1f}x", ""],
+        ],
+        ["1,000 steps of random actions per round"],
+    )

@@ -357,6 +357,45 @@ def sweep(args) -> None:
     )
 
 
+def launchers(args) -> None:
+    """The sweep `-m optimizer.lr=3e-4,1e-3,2e-3,5e-3 seed=0,1,2,3,4` (default config, `--steps` env steps per
+    job) through `hydra/launcher=batched` and through `hydra/launcher=joblib`, both with `n_jobs` processes
+    at a time: whole-command wall time, Hydra's start, the report and every process start-up included."""
+
+    def contestant(launcher: str) -> Callable[[], float]:
+        def once() -> float:
+            with tempfile.TemporaryDirectory() as out:
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "rlrun.train",
+                    "-m",
+                    "optimizer.lr=3e-4,1e-3,2e-3,5e-3",
+                    "seed=0,1,2,3,4",
+                    f"total_steps={args.steps}",
+                    f"hydra/launcher={launcher}",
+                    f"hydra.launcher.n_jobs={args.n_jobs}",
+                    f"hydra.sweep.dir={out}",
+                ]
+                return run_processes([cmd]).wall
+
+        return once
+
+    times = alternate({"batched": contestant("batched"), "joblib": contestant("joblib")}, args.reps)
+    batched, joblib = median(times["batched"]), median(times["joblib"])
+    report(
+        f"launchers: 20-job lr x seed sweep of {args.steps:,} env steps per job, n_jobs={args.n_jobs}",
+        ["hydra/launcher", "median wall s", "wall s, each round"],
+        [
+            ["batched", f"{batched:.1f}", each(times["batched"])],
+            ["joblib", f"{joblib:.1f}", each(times["joblib"])],
+            ["batched / joblib", f"{batched / joblib:.2f}", ""],
+        ],
+        [f"medians of {args.reps} alternating rounds, default config otherwise"],
+        pin=pinning(parallel=True),
+    )
+
+
 def threads(args) -> None:
     """The same short training job in this process, with `device.threads=1` and with `device.threads=null`
     (torch's default thread count): env steps/s of the training loop."""
