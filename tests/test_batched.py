@@ -281,10 +281,21 @@ def test_batched_multirun_reports_agents_as_seeds(tmp_path):
     assert len(cfgs) == 4 and all(c.seeds == 1 for c in cfgs)
 
 
-def test_resumed_batched_run_equals_an_uninterrupted_one(tmp_path):
+LR_AGENTS = "agents=[{seed:0,optimizer.lr:1e-3},{seed:1,optimizer.lr:1e-3},{seed:2,optimizer.lr:3e-3}]"
+
+
+@pytest.mark.parametrize(
+    "agents,dirs",
+    [
+        ("seeds=2", ["seed=0", "seed=1"]),
+        # two param groups, one over a slice of two agents (rlrun.agents.agent_param_groups)
+        (LR_AGENTS, ["optimizer.lr=0.001/seed=0", "optimizer.lr=0.001/seed=1", "optimizer.lr=0.003/seed=2"]),
+    ],
+)
+def test_resumed_batched_run_equals_an_uninterrupted_one(tmp_path, agents, dirs):
     # Schedules that do not depend on total_steps, so that extending a finished run is an interruption.
     args = [
-        "seeds=2",
+        agents,
         "device=cpu",
         "algo.learning_starts=300",
         "eval.interval=0",
@@ -299,8 +310,8 @@ def test_resumed_batched_run_equals_an_uninterrupted_one(tmp_path):
     run_cli(*args, "total_steps=1600", f"hydra.run.dir={straight}")
     run_cli(*args, "total_steps=900", f"hydra.run.dir={parts}")
     run_cli(f"resume={parts}", "total_steps=1600")
-    for seed in (0, 1):
-        a, b = straight / f"seed={seed}", parts / f"seed={seed}"
+    for agent in dirs:
+        a, b = straight / agent, parts / agent
         assert (a / "episodes.csv").read_text() == (b / "episodes.csv").read_text()
         ma, mb = (torch.load(d / "model.pt", weights_only=True) for d in (a, b))
         assert all(torch.equal(ma[k], mb[k]) for k in ma)
