@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from rlrun.report import improvement_probability, iqm_ci, write_report
+from rlrun.report import improvement_probability, iqm_ci, trimmed_mean, write_report
 
 
 def test_iqm_is_the_mean_of_the_middle_half_with_a_bracketing_ci():
@@ -19,6 +19,20 @@ def test_iqm_is_the_mean_of_the_middle_half_with_a_bracketing_ci():
     assert iqm == pytest.approx((200 + 450 + 480) / 3)
     assert iqm_ci(np.array([7.0, 7.0, 7.0]), reps=100) == (7.0, 7.0, 7.0)
     assert np.isnan(iqm_ci(np.array([]))[0])
+
+
+def test_trimmed_mean_is_rliables_iqm_bit_for_bit():
+    """The bootstrap's aggregate is scipy's trim_mean (rliable's aggregate_iqm) without its wrapper."""
+    from rliable import metrics
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    for n in range(1, 30):
+        runs = rng.normal(size=(n, 1)) * 100
+        assert trimmed_mean(runs) == metrics.aggregate_iqm(runs)
+        curves = rng.normal(size=(n, 7))
+        assert np.array_equal(trimmed_mean(curves, axis=0), stats.trim_mean(curves, 0.25, axis=0))
+    assert trimmed_mean(np.array([[1.0], [2.0], [3.0], [4.0], [100.0]])) == 3.0  # the middle three
 
 
 def test_bootstrap_is_repeatable_and_leaves_numpys_generator_alone():
