@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -317,32 +317,26 @@ def seeds(args) -> None:
     )
 
 
+def timed_sweep(overrides: Sequence[str]) -> Callable[[], float]:
+    """A contestant: `python -m rlrun.train -m <overrides>` into a temporary sweep dir, its wall seconds."""
+
+    def once() -> float:
+        with tempfile.TemporaryDirectory() as out:
+            cmd = [sys.executable, "-m", "rlrun.train", "-m", *overrides, f"hydra.sweep.dir={out}"]
+            return run_processes([cmd]).wall
+
+    return once
+
+
 def sweep(args) -> None:
     """A 4-job sweep through the joblib launcher (2 workers) against the same sweep run serially; each job a
     real training run with one torch thread."""
-
-    def contestant(parallel: bool) -> Callable[[], float]:
-        def once() -> float:
-            with tempfile.TemporaryDirectory() as out:
-                cmd = [
-                    sys.executable,
-                    "-m",
-                    "rlrun.train",
-                    "-m",
-                    "seed=0,1,2,3",
-                    f"total_steps={args.steps}",
-                    "eval.interval=0",
-                    "log.plot=false",
-                    "device.threads=1",
-                    f"hydra.sweep.dir={out}",
-                ]
-                if parallel:
-                    cmd += ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
-                return run_processes([cmd]).wall
-
-        return once
-
-    times = alternate({"serial": contestant(False), "joblib x2": contestant(True)}, args.reps)
+    jobs = ["seed=0,1,2,3", f"total_steps={args.steps}", "eval.interval=0", "log.plot=false", "device.threads=1"]
+    contestants = {
+        "serial": timed_sweep(jobs),
+        "joblib x2": timed_sweep([*jobs, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]),
+    }
+    times = alternate(contestants, args.reps)
     serial, parallel = median(times["serial"]), median(times["joblib x2"])
     report(
         f"sweep: 4 jobs of {args.steps} env steps, joblib 2 workers vs serial",
@@ -361,27 +355,12 @@ def launchers(args) -> None:
     """The sweep `-m optimizer.lr=3e-4,1e-3,2e-3,5e-3 seed=0,1,2,3,4` (default config, `--steps` env steps per
     job) through `hydra/launcher=batched` and through `hydra/launcher=joblib`, both with `n_jobs` processes
     at a time: whole-command wall time, Hydra's start, the report and every process start-up included."""
-
-    def contestant(launcher: str) -> Callable[[], float]:
-        def once() -> float:
-            with tempfile.TemporaryDirectory() as out:
-                cmd = [
-                    sys.executable,
-                    "-m",
-                    "rlrun.train",
-                    "-m",
-                    "optimizer.lr=3e-4,1e-3,2e-3,5e-3",
-                    "seed=0,1,2,3,4",
-                    f"total_steps={args.steps}",
-                    f"hydra/launcher={launcher}",
-                    f"hydra.launcher.n_jobs={args.n_jobs}",
-                    f"hydra.sweep.dir={out}",
-                ]
-                return run_processes([cmd]).wall
-
-        return once
-
-    times = alternate({"batched": contestant("batched"), "joblib": contestant("joblib")}, args.reps)
+    jobs = ["optimizer.lr=3e-4,1e-3,2e-3,5e-3", "seed=0,1,2,3,4", f"total_steps={args.steps}"]
+    contestants = {
+        name: timed_sweep([*jobs, f"hydra/launcher={name}", f"hydra.launcher.n_jobs={args.n_jobs}"])
+        for name in ("batched", "joblib")
+    }
+    times = alternate(contestants, args.reps)
     batched, joblib = median(times["batched"]), median(times["joblib"])
     report(
         f"launchers: 20-job lr x seed sweep of {args.steps:,} env steps per job, n_jobs={args.n_jobs}",
