@@ -32,7 +32,7 @@ from rlrun.config import algo_kind
 # Keys whose value may differ between the agents of one process, and why each can (the maths is exact).
 BATCHABLE = (
     "seed",  # every random stream is already per agent
-    "optimizer.lr",  # one optimizer param group per agent (rlrun.build.make_optimizer)
+    "optimizer.lr",  # optimizer param groups per run of agents with one lr (agent_param_groups)
     "algo.lr_end_factor",  # the lr schedule per param group
     "algo.gamma",  # the n-step discount per sub-env (rlrun.nstep); the learner reads stored discounts
     "algo.tau",  # a per-agent lerp weight in the target sync
