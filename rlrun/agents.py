@@ -202,13 +202,14 @@ def agent_param_groups(
             runs.append([k, k + 1])
     groups = []
     for a, b in runs:
-        views = []
-        for p in stacked:
-            if b - a > 1 and p[0].numel() % SLICE_MULTIPLE == 0:
-                views.append(torch.nn.Parameter(p.data[a:b]))
-            else:
-                views += [torch.nn.Parameter(p.data[k]) for k in range(a, b)]
-        groups.append({"params": views, "lr": lrs[a], "agents": [a, b]})
+        # Views as slices [first, end) of an agent axis, one per agent where a tensor cannot span agents; `parts`
+        # names each view's stacked tensor and agents for `link_view_grads`.
+        parts = []
+        for i, p in enumerate(stacked):
+            spans = b - a > 1 and p[0].numel() % SLICE_MULTIPLE == 0
+            parts += [[i, a, b]] if spans else [[i, k, k + 1] for k in range(a, b)]
+        views = [torch.nn.Parameter(stacked[i].data[first:end]) for i, first, end in parts]
+        groups.append({"params": views, "lr": lrs[a], "agents": [a, b], "parts": parts})
     return groups
 
 
@@ -218,30 +219,16 @@ def group_agents(group: dict[str, Any], agents: int) -> range:
     return range(first, end)
 
 
-def _viewed_slice(view: torch.Tensor, stacked: Sequence[torch.Tensor]) -> tuple[int, Any]:
-    """Which stacked tensor `view` shares storage with, and the index of its part (k, or a slice a:b)."""
-    for i, p in enumerate(stacked):
-        per_agent = p[0].numel() * p.element_size()
-        offset = view.data_ptr() - p.data_ptr()
-        if (
-            p.untyped_storage().data_ptr() == view.untyped_storage().data_ptr()
-            and 0 <= offset < p.numel() * p.element_size()
-        ):
-            k = offset // per_agent
-            return i, (k if view.dim() == p.dim() - 1 else slice(k, k + view.shape[0]))
-    raise ValueError("an optimizer view that is not part of the stacked parameters")
-
-
 def link_view_grads(optimizer: torch.optim.Optimizer, stacked: Sequence[torch.nn.Parameter]) -> None:
     """Before each step, point every agent's views at its slice of the stacked gradients; after it, drop
     the stacked gradients (the optimizer's `zero_grad` only clears the views)."""
     stacked = list(stacked)
-    links = [(view, *_viewed_slice(view, stacked)) for group in optimizer.param_groups for view in group["params"]]
 
     def before(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        for view, i, part in links:
-            grad = stacked[i].grad
-            view.grad = None if grad is None else grad[part]
+        for group in opt.param_groups:
+            for view, (i, first, end) in zip(group["params"], group["parts"]):
+                grad = stacked[i].grad
+                view.grad = None if grad is None else grad[first:end]
 
     def after(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         for p in stacked:
