@@ -328,51 +328,38 @@ def timed_sweep(overrides: Sequence[str]) -> Callable[[], float]:
     return once
 
 
+def two_sweeps(title: str, contestants: dict[str, Callable[[], float]], reps: int, note: str) -> None:
+    """Alternate two timed sweeps and report each one's median wall time and the second over the first."""
+    times = alternate(contestants, reps)
+    (a, a_times), (b, b_times) = times.items()
+    rows = [[name, f"{median(t):.1f}", each(t)] for name, t in times.items()]
+    rows.append([f"{b} / {a}", f"{median(b_times) / median(a_times):.2f}", ""])
+    report(title, ["launcher", "median wall s", "wall s, each round"], rows, [note], pin=pinning(parallel=True))
+
+
 def sweep(args) -> None:
     """A 4-job sweep through the joblib launcher (2 workers) against the same sweep run serially; each job a
     real training run with one torch thread."""
     jobs = ["seed=0,1,2,3", f"total_steps={args.steps}", "eval.interval=0", "log.plot=false", "device.threads=1"]
     contestants = {
         "serial": timed_sweep(jobs),
-        "joblib x2": timed_sweep([*jobs, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]),
+        "joblib, 2 workers": timed_sweep([*jobs, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]),
     }
-    times = alternate(contestants, args.reps)
-    serial, parallel = median(times["serial"]), median(times["joblib x2"])
-    report(
-        f"sweep: 4 jobs of {args.steps} env steps, joblib 2 workers vs serial",
-        ["launcher", "median wall s", "wall s, each run"],
-        [
-            ["serial", f"{serial:.1f}", each(times["serial"])],
-            ["joblib, 2 workers", f"{parallel:.1f}", each(times["joblib x2"])],
-            ["joblib / serial", f"{parallel / serial:.2f}", ""],
-        ],
-        [f"medians of {args.reps} alternating rounds"],
-        pin=pinning(parallel=True),
-    )
+    title = f"sweep: 4 jobs of {args.steps} env steps, joblib 2 workers vs serial"
+    two_sweeps(title, contestants, args.reps, f"medians of {args.reps} alternating rounds")
 
 
 def launchers(args) -> None:
     """The sweep `-m optimizer.lr=3e-4,1e-3,2e-3,5e-3 seed=0,1,2,3,4` (default config, `--steps` env steps per
-    job) through `hydra/launcher=batched` and through `hydra/launcher=joblib`, both with `n_jobs` processes
+    job) through `hydra/launcher=joblib` and through `hydra/launcher=batched`, both with `n_jobs` processes
     at a time: whole-command wall time, Hydra's start, the report and every process start-up included."""
     jobs = ["optimizer.lr=3e-4,1e-3,2e-3,5e-3", "seed=0,1,2,3,4", f"total_steps={args.steps}"]
     contestants = {
         name: timed_sweep([*jobs, f"hydra/launcher={name}", f"hydra.launcher.n_jobs={args.n_jobs}"])
-        for name in ("batched", "joblib")
+        for name in ("joblib", "batched")
     }
-    times = alternate(contestants, args.reps)
-    batched, joblib = median(times["batched"]), median(times["joblib"])
-    report(
-        f"launchers: 20-job lr x seed sweep of {args.steps:,} env steps per job, n_jobs={args.n_jobs}",
-        ["hydra/launcher", "median wall s", "wall s, each round"],
-        [
-            ["batched", f"{batched:.1f}", each(times["batched"])],
-            ["joblib", f"{joblib:.1f}", each(times["joblib"])],
-            ["batched / joblib", f"{batched / joblib:.2f}", ""],
-        ],
-        [f"medians of {args.reps} alternating rounds, default config otherwise"],
-        pin=pinning(parallel=True),
-    )
+    title = f"launchers: 20-job lr x seed sweep of {args.steps:,} env steps per job, n_jobs={args.n_jobs}"
+    two_sweeps(title, contestants, args.reps, f"medians of {args.reps} alternating rounds, default config otherwise")
 
 
 def threads(args) -> None:
