@@ -48,6 +48,17 @@ def random_batch(gen, size=32):
     )
 
 
+def assert_updates_match(learner, singles, batch, names, atol, priority_tol=None):
+    """One update of the stacked learner and of each single one on its agent's rows: the same metrics."""
+    metrics = learner.update(batch)
+    for k, single in enumerate(singles):
+        m = single.update(Batch(*[None if t is None else t[k] for t in batch]))
+        for name in names:
+            assert torch.allclose(metrics[name][k], m[name], rtol=1e-4, atol=atol), name
+        if priority_tol is not None:  # (rtol, atol)
+            assert torch.allclose(metrics["priority"][k], m["priority"], *priority_tol)
+
+
 def make_nets(dueling=False, layer_norm=True):
     torch.manual_seed(0)
     return [QNetwork(4, 2, hidden_sizes=(32, 32), dueling=dueling, layer_norm=layer_norm) for _ in range(K)]
@@ -98,13 +109,9 @@ def test_stacked_updates_match_single_agent_updates():
     learner = DQNLearner(stacked, adam(stacked.parameters()), loss="huber", tau=0.1, max_grad_norm=0.5)
     gen = torch.Generator().manual_seed(1)
     for _ in range(50):
-        b = random_batch(gen)
-        metrics = learner.update(b)
-        for k, single in enumerate(singles):
-            m = single.update(Batch(*[None if t is None else t[k] for t in b]))
-            for name in ("td_loss", "q_mean", "q_var", "grad_norm"):
-                assert torch.allclose(metrics[name][k], m[name], rtol=1e-4, atol=1e-6), name
-            assert torch.allclose(metrics["priority"][k], m["priority"], atol=1e-5)
+        assert_updates_match(
+            learner, singles, random_batch(gen), ("td_loss", "q_mean", "q_var", "grad_norm"), 1e-6, (1e-5, 1e-5)
+        )
     for k, single in enumerate(singles):
         for which, net in (("online", stacked), ("target", learner.target)):
             agent = net.agent_state_dict(k)
@@ -403,11 +410,7 @@ def test_stacked_c51_updates_match_single_agent_updates():
             None,
             torch.zeros(K, 32),
         )
-        metrics = learner.update(b)
-        for k, single in enumerate(singles):
-            m = single.update(Batch(*[None if t is None else t[k] for t in b]))
-            for name in ("td_loss", "q_mean", "grad_norm"):
-                assert torch.allclose(metrics[name][k], m[name], rtol=1e-4, atol=1e-6), name
+        assert_updates_match(learner, singles, b, ("td_loss", "q_mean", "grad_norm"), 1e-6)
 
 
 @pytest.mark.parametrize("kind", ["qrdqn", "iqn"])
@@ -431,13 +434,9 @@ def test_stacked_quantile_updates_match_single_agent_updates(kind):
     )
     gen = torch.Generator().manual_seed(1)
     for _ in range(20):
-        b = random_batch(gen)
-        metrics = learner.update(b)
-        for k, single in enumerate(singles):
-            m = single.update(Batch(*[None if t is None else t[k] for t in b]))
-            for name in ("td_loss", "q_mean", "grad_norm"):
-                assert torch.allclose(metrics[name][k], m[name], rtol=1e-4, atol=1e-5), name
-            assert torch.allclose(metrics["priority"][k], m["priority"], rtol=1e-4, atol=1e-5)
+        assert_updates_match(
+            learner, singles, random_batch(gen), ("td_loss", "q_mean", "grad_norm"), 1e-5, (1e-4, 1e-5)
+        )
     for k, single in enumerate(singles):
         agent = stacked.agent_state_dict(k)
         for name, value in single.online.state_dict().items():
