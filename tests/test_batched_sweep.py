@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
+from test_batched import SHORT as BATCHED_SHORT
 
 from rlrun.agents import agent_param_groups, link_view_grads
 from rlrun.exploration import agent_epsilons
@@ -211,17 +212,7 @@ def test_bad_agents_lists_are_refused_by_key(compose, override, key):
     assert str(e.value).startswith(f"Invalid config value {key}=")
 
 
-SHORT = [
-    "device=cpu",
-    "algo.learning_starts=300",
-    "eval.episodes=2",
-    "log.interval=300",
-    "log.plot=false",
-    "checkpoint.every=0",
-    "network.hidden_sizes=[64,64]",
-    "total_steps=1500",
-    "eval.interval=750",
-]
+SHORT = [*BATCHED_SHORT, "total_steps=1500", "eval.interval=750"]
 # Every batchable key differs between the agents (besides the seed), with values that act within the
 # horizon: clipping that bites, a fast target, a short exploration schedule, a decaying lr.
 AGENTS = {
