@@ -19,3 +19,17 @@ def test_every_folder_with_code_or_configs_is_a_listed_package():
                 on_disk.add(".".join(Path(folder).relative_to(ROOT).parts))
     assert on_disk - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
     assert listed - on_disk == set(), "listed packages that do not exist"
+
+
+def test_every_command_module_has_its_console_script():
+    """`python -m rlrun.X` and `rlrun-X` are the same command for every module a user runs."""
+    from importlib.metadata import entry_points
+
+    scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts") if ep.name.startswith("rlrun-")}
+    assert scripts == {
+        "rlrun-train": "rlrun.cli:main",
+        "rlrun-resume": "rlrun.resume:main",
+        "rlrun-evaluate": "rlrun.evaluate:main",
+        "rlrun-report": "rlrun.report:main",
+        "rlrun-doctor": "rlrun.doctor:main",
+    }
