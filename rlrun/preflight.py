@@ -20,6 +20,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlrun import rundir
+from rlrun.sinks.reachable import check_backends
 from rlrun.validate import ConfigError, validate
 
 CONFIG_MODULE, CONFIG_NAME = "rlrun.conf", "config"
@@ -127,6 +128,7 @@ def check_job(task: DictConfig, probed: dict) -> None:
 
     validate(task)
     resolve_device(task.device.type)
+    check_backends(task.get("logger"), probed)  # a logging server that does not answer: refused now
     e = task.env
     key = (e.id, e.action_bins, e.frame_stack, str(e.atari))
     if key in probed:
