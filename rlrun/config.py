@@ -125,7 +125,7 @@ class DeviceConfig:
     amp: str = "none"  # none | bf16 (autocast) | fp16 (autocast + GradScaler)
     compile: bool = False  # torch.compile the loss computation (forward, target, loss; backward via AOT)
     compile_mode: str = "default"  # default | reduce-overhead | max-autotune
-    cuda_graphs: bool = False  # CUDA only: compile with mode=reduce-overhead, which replays CUDA graphs
+    cuda_graphs: bool = False  # CUDA only: record each update phase and the greedy forward as CUDA graphs
 
 
 @dataclass
