@@ -80,8 +80,16 @@ def read(path: Path, map_location: Any = "cpu") -> Any:
             raise CheckpointError(
                 f"{path}: not an rlrun checkpoint (it holds Python objects, which rlrun never loads)"
             ) from None
-        reason = "" if isinstance(e, pickle.UnpicklingError) else f" ({type(e).__name__}: {str(e).splitlines()[0]})"
+        first = (str(e).splitlines() or ["an empty file" if _empty(path) else "no message"])[0]  # EOFError: ""
+        reason = "" if isinstance(e, pickle.UnpicklingError) else f" ({type(e).__name__}: {first})"
         raise CheckpointError(f"{path}: unreadable, damaged or not written by torch.save{reason}") from None
+
+
+def _empty(path: Path) -> bool:
+    try:
+        return os.path.getsize(path) == 0
+    except OSError:
+        return False
 
 
 def load_file(path: Path, map_location: Any = "cpu") -> dict[str, Any]:

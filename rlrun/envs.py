@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from functools import partial
 
 import gymnasium as gym
@@ -15,7 +16,16 @@ from rlrun.wrappers import DiscretizeAction
 
 
 def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
-    """The registered spec of `env_id` (registering ALE's games first for `ALE/` ids), or a ConfigError."""
+    """The registered spec of `env_id` (registering ALE's games first for `ALE/` ids), or a ConfigError.
+    A `module:name` id imports its module first, as `gym.make` does: such ids come from the command line
+    only (a saved one is refused unless the command line repeats it, rlrun.saved)."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ConfigError("env.id", env_id, f"an id whose module can be imported ({e})") from None
+        env_id = name
     if env_id.startswith("ALE/"):
         try:
             import ale_py

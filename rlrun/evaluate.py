@@ -1,18 +1,22 @@
 """Greedy evaluation of a trained run.
 
-    python -m rlrun.evaluate <run dir or checkpoint> [episodes=N] [seed=S] [video=true]
-
+    python -m rlrun.evaluate <run dir or checkpoint> [episodes=N] [seed=S] [video=true] [env.id=ID]
 
 Loads the run's config and weights (from a checkpoint file, or a run directory's checkpoint.pt or
 model.pt), plays N episodes with the greedy policy (noisy layers use their mean weights), prints the mean,
 standard deviation and every return, and saves them to `evaluation.json` next to the weights. The same
 seed gives the same evaluation. `video=true` records those same episodes while they are played (one mp4
 per episode) into a new `<run dir>/videos/seed<S>_<time>/` and prints where (needs the `video` extra).
+
+The saved config is checked as resume checks it (`rlrun.saved`): an interpolation is refused, and so is an
+env id with a `module:` part (`helpers:CartPole-v1`, whose module gymnasium would import) unless
+`env.id=<the same id>` on the command line confirms it. `env.id` cannot name another env.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -22,13 +26,17 @@ import torch
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from rlrun import checkpoint as ckpt, rundir
+from rlrun import agents, checkpoint as ckpt, rundir, saved
 from rlrun.build import make_eval_envs, make_network
 from rlrun.device import resolve_device
+from rlrun.envs import env_spec
 from rlrun.evaluation import evaluate
-from rlrun.validate import ConfigError, from_saved, validate
+from rlrun.validate import ConfigError, validate
 
-USAGE = "usage: python -m rlrun.evaluate <run dir or checkpoint.pt> [episodes=10] [seed=0] [video=false] [device=auto]"
+USAGE = (
+    "usage: python -m rlrun.evaluate <run dir or checkpoint.pt> [episodes=10] [seed=0] [video=false] [device=auto]"
+    " [env.id=<the run's id, to confirm a module:id>]"
+)
 
 
 def fail(code: int, message: str) -> NoReturn:
@@ -40,7 +48,7 @@ def parse(argv: list[str]) -> tuple[Path, dict[str, Any]]:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)
         sys.exit(0 if argv else 2)
-    opts: dict[str, Any] = {"episodes": 10, "seed": 0, "video": False, "device": "auto"}
+    opts: dict[str, Any] = {"episodes": 10, "seed": 0, "video": False, "device": "auto", "env.id": None}
     for arg in argv[1:]:
         key, sep, value = arg.partition("=")
         if not sep or key not in opts:
@@ -63,20 +71,21 @@ def parse(argv: list[str]) -> tuple[Path, dict[str, Any]]:
     return Path(argv[0]), opts
 
 
-def saved_config(run_dir: Path) -> DictConfig:
+def saved_config(run_dir: Path, env_id: str | None = None) -> DictConfig:
     """A run's `.hydra/config.yaml`, checked and rebuilt on rlrun's schemas like a checkpoint's config."""
     path = run_dir / ".hydra" / "config.yaml"
     if not path.exists():
         raise ckpt.CheckpointError(f"{path} is missing: model.pt needs its run's config next to it")
     try:
-        return from_saved(yaml.safe_load(path.read_text()))
+        return saved.from_disk(yaml.safe_load(path.read_text()), env_id)
     except yaml.YAMLError as e:
         raise ckpt.CheckpointError(f"{path}: unreadable ({str(e).splitlines()[0]})") from None
 
 
-def load_policy(path: Path, device: torch.device) -> tuple[DictConfig, dict, Path]:
+def load_policy(path: Path, device: torch.device, env_id: str | None = None) -> tuple[DictConfig, dict, Path]:
     """(config, network weights, directory) from a run directory, a checkpoint file or a model.pt.
-    Nothing read chooses which code runs: configs are rebuilt on rlrun's schemas (`from_saved`)."""
+    Nothing read chooses which code runs: configs are checked and rebuilt on rlrun's schemas
+    (`rlrun.saved.from_disk`); `env_id` is the command line's, which may confirm a saved `module:` id."""
     if path.is_dir():
         agents = sorted(path.glob("seed=*/model.pt"))
         if agents:  # a batched run (seeds=K): each agent is evaluated on its own, like a single-seed run
@@ -93,7 +102,7 @@ def load_policy(path: Path, device: torch.device) -> tuple[DictConfig, dict, Pat
                     f"(step {state['step']})",
                     file=sys.stderr,
                 )
-            return from_saved(state["config"]), state["learner"]["online"], path
+            return one_agent(saved.from_disk(state["config"], env_id), path), state["learner"]["online"], path
         if not (path / "model.pt").exists():
             fail(2, f"{path} is neither a checkpoint nor a run directory with weights")
         path = path / "model.pt"
@@ -102,10 +111,20 @@ def load_policy(path: Path, device: torch.device) -> tuple[DictConfig, dict, Pat
     state = ckpt.read(path, map_location=device)
     if isinstance(state, dict) and "learner" in state:
         state = ckpt.load_file(path, map_location=device)
-        return from_saved(state["config"]), state["learner"]["online"], path.parent
+        cfg = one_agent(saved.from_disk(state["config"], env_id), path.parent)
+        return cfg, state["learner"]["online"], path.parent
     if isinstance(state, dict) and state and all(isinstance(v, torch.Tensor) for v in state.values()):
-        return saved_config(path.parent), state, path.parent  # a model.pt: weights only
+        return saved_config(path.parent, env_id), state, path.parent  # a model.pt: weights only
     raise ckpt.CheckpointError(f"{path}: neither an rlrun checkpoint nor a model.pt")
+
+
+def one_agent(cfg: DictConfig, run_dir: Path) -> DictConfig:
+    """`cfg` if it trains one agent; a run of several (seeds=K, an agents list, a batched sweep's group)
+    is refused, naming the agents' directories, each evaluated on its own."""
+    if cfg.seeds > 1 or cfg.agents:
+        dirs = [os.path.normpath(run_dir / name) for name in agents.agent_names(cfg)]
+        fail(2, f"{run_dir} is a batched run of {len(dirs)} agents; evaluate one of them: " + ", ".join(map(str, dirs)))
+    return cfg
 
 
 class FrameRecorder(gym.vector.VectorWrapper):
@@ -152,7 +171,7 @@ def rendering(cfg: DictConfig) -> DictConfig:
     `rlrun_video/<id>` with render_mode set, so the evaluation envs are made as always (build.make_eval_envs)."""
     import dataclasses
 
-    spec = gym.spec(cfg.env.id)
+    spec = env_spec(cfg.env.id)
     video_id = f"rlrun_video/{spec.id.replace('/', '-')}"
     if video_id not in gym.registry:
         gym.registry[video_id] = dataclasses.replace(
@@ -167,7 +186,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     path, opts = parse(sys.argv[1:] if argv is None else argv)
     try:
         device = resolve_device(opts["device"])
-        cfg, weights, out_dir = load_policy(path, device)
+        cfg, weights, out_dir = load_policy(path, device, opts["env.id"])
         if opts["video"]:
             check_video_extra()
         video_dir = new_video_dir(out_dir, opts["seed"]) if opts["video"] else None
@@ -218,8 +237,6 @@ def new_video_dir(out_dir: Path, seed: int) -> Path:
 def play(cfg: DictConfig, weights: dict, opts: dict[str, Any], device: torch.device, video_dir: Path | None = None):
     """The greedy returns of `opts['episodes']` episodes and, with `video_dir`, the videos of those same
     episodes, recorded while they are played."""
-    import os
-
     from rlrun.config import LoggerConfig
 
     cfg = cfg.copy()

@@ -4,10 +4,13 @@ The path is taken as it is, not through Hydra's override grammar, so every direc
 jobs such as `optimizer.lr=0.001/seed=0`, paths with spaces or non-ASCII characters) can be resumed.
 `python -m rlrun.train resume=<dir>` does the same for directories the grammar can spell.
 
-The run's config comes from its checkpoint, rebuilt on rlrun's own schemas (`rlrun.config.from_saved`):
-nothing read from the run directory chooses which code runs. Overrides may change only what does not
-change the experiment (`RESUME_SAFE`). The directory is owned by this process for the run (a second
-resume of it is refused and changes nothing), and a new `.hydra/resume_<time>/` records the command.
+The run's config comes from its checkpoint, checked (`rlrun.saved`: no interpolations, no `module:` env
+id unless the command line repeats it) and rebuilt on rlrun's own schemas (`rlrun.validate.from_saved`):
+nothing read from the run directory chooses which code runs, and its `logger.*` options never choose where
+data goes (they come from this command line, or the run logs into its own directory). Overrides may
+change only what does not change the experiment (`RESUME_SAFE`). The directory is owned by this process
+for the run (a second resume of it is refused and changes nothing), and a new `.hydra/resume_<time>/`
+records the command.
 """
 
 from __future__ import annotations
@@ -26,24 +29,27 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from rlrun import checkpoint as ckpt, preflight, rundir
+from rlrun import checkpoint as ckpt, preflight, rundir, saved as saved_config
+from rlrun.agent_dirs import check as check_agent_dirs
 from rlrun.jobs import run_job
 from rlrun.run import train
-from rlrun.validate import ConfigError, from_saved
+from rlrun.validate import ConfigError
 
 USAGE = (
     "usage: python -m rlrun.resume <run dir> [overrides]\n"
-    "  overrides may set total_steps, stop_on_solve, log.*, eval.*, checkpoint.*, device.*"
+    "  overrides may set total_steps, stop_on_solve, log.*, eval.*, checkpoint.*, device.*, logger.*\n"
+    "  (the saved logger.* locations are not used), and repeat the saved env.id"
 )
 
 # Keys a resumed run may change: they do not change the experiment, only its length and reporting.
-RESUME_SAFE = ("total_steps", "stop_on_solve", "log", "eval", "checkpoint", "device", "resume")
+RESUME_SAFE = ("total_steps", "stop_on_solve", "log", "eval", "checkpoint", "device", "logger", "resume")
 
 
 def resume_config(run_dir: Path, saved: DictConfig, overrides: list[str], composed: DictConfig) -> DictConfig:
     """The saved config with the safe overrides of this command line applied; any other override that
-    would change the experiment is refused."""
-    cfg = saved.copy()
+    would change the experiment is refused. Where the run logs comes from this command line, never from
+    the saved config's `logger.*` options."""
+    cfg = saved_config.without_locations(saved)
     for override in overrides:
         key, _, _ = override.lstrip("+~").partition("=")
         top = key.split(".")[0].split("/")[0]
@@ -60,13 +66,22 @@ def resume_config(run_dir: Path, saved: DictConfig, overrides: list[str], compos
     return cfg
 
 
-def load_checkpoint(run_dir: Path) -> tuple[DictConfig, dict[str, Any]]:
-    """The run's saved config (checked and rebuilt on rlrun's schemas) and its newest loadable checkpoint."""
+def load_checkpoint(run_dir: Path, env_id: str | None = None) -> tuple[DictConfig, dict[str, Any]]:
+    """The run's saved config (checked and rebuilt on rlrun's schemas) and its newest loadable checkpoint;
+    `env_id`: the id the command line gives, which may confirm a saved `module:` id."""
     if not run_dir.is_dir() or not rundir.holds_run(run_dir):
         raise ConfigError("resume", str(run_dir), "an existing run directory of rlrun")
     try:
         state, path = ckpt.load(run_dir)
     except ckpt.CheckpointError as e:
+        no_file = not any((run_dir / name).exists() for name in (ckpt.LATEST, ckpt.PREVIOUS))
+        if no_file and (group := batched_group(run_dir)) is not None:
+            raise ConfigError(
+                "resume",
+                str(run_dir),
+                f"a run with a checkpoint; this job of a batched sweep is checkpointed with its group {group}: "
+                f"continue it with {rundir.resume_command(group)}",
+            ) from None
         raise ConfigError("resume", str(run_dir), f"a run with a loadable checkpoint ({e})") from None
     if path.name != ckpt.LATEST:
         print(
@@ -74,15 +89,30 @@ def load_checkpoint(run_dir: Path) -> tuple[DictConfig, dict[str, Any]]:
             file=sys.stderr,
         )
     try:
-        return from_saved(state["config"]), state
+        return saved_config.from_disk(state["config"], env_id), state
     except ConfigError as e:
         raise ConfigError("resume", str(run_dir), f"a checkpoint whose config rlrun accepts ({e})") from None
+
+
+def batched_group(job_dir: Path) -> Path | None:
+    """The `<sweep>/.batched/jobs<a>-<b>` whose checkpoint holds this job of a batched sweep (the job's
+    number, from its `.hydra/hydra.yaml`, is in a..b), or None."""
+    sweep = next((p for p in job_dir.absolute().parents if (p / ".batched").is_dir()), None)
+    try:
+        num = int(yaml.safe_load((job_dir / ".hydra" / "hydra.yaml").read_text())["hydra"]["job"]["num"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+        return None
+    for group in sorted((sweep / ".batched").glob("jobs*")) if sweep is not None else []:
+        first, _, last = group.name.removeprefix("jobs").partition("-")
+        if first.isdigit() and (last or first).isdigit() and int(first) <= num <= int(last or first):
+            return group
+    return None
 
 
 def load_resume(cfg: DictConfig, overrides: list[str]) -> tuple[DictConfig, Path, dict]:
     """For `resume=<dir>` inside a sweep: the config to continue with, the run dir, the checkpoint."""
     run_dir = Path(cfg.resume)
-    saved, state = load_checkpoint(run_dir)
+    saved, state = load_checkpoint(run_dir, saved_config.command_line_env_id(overrides, cfg))
     return resume_config(run_dir, saved, overrides, cfg), run_dir, state
 
 
@@ -104,9 +134,10 @@ def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
             raise ConfigError("resume", str(run_dir), "an existing run directory of rlrun")
         rundir.claim(run_dir)  # before reading anything: a concurrent resume is refused here
         composed = preflight.task_config(preflight.compose(overrides))
-        saved, state = load_checkpoint(run_dir)
+        saved, state = load_checkpoint(run_dir, saved_config.command_line_env_id(overrides, composed))
         cfg = resume_config(run_dir, saved, overrides, composed)
         preflight.check_job(cfg, {})
+        check_agent_dirs(cfg, run_dir, new=False)  # the agents' own dirs: refused before the record below
         record = run_dir / ".hydra" / datetime.now().strftime("resume_%Y-%m-%d_%H-%M-%S-%f")  # never reused
         record.mkdir(parents=True, exist_ok=True)
         rundir.write_text(record / "overrides.yaml", yaml.safe_dump(list(overrides)))
