@@ -21,16 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+from hydra._internal.utils import get_args_parser
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from rlrun import preflight, rundir, signals
+from rlrun.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSource
 from rlrun.jobs import EXIT_CONFIG, EXIT_OS, fail, run_job
 from rlrun.validate import ConfigError
 
 
-@hydra.main(version_base="1.3", config_path="pkg://rlrun.conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=APP_CONFIG_PATH, config_name=APP_CONFIG_NAME)
 def hydra_main(cfg: DictConfig) -> float | None:
     """Returns the objective that sweepers (Optuna) optimise: the final 100-episode mean training return."""
     from rlrun.resume import load_resume
@@ -56,7 +58,7 @@ def main() -> None:
     args = sys.argv[1:]
     if "--help" in args or "-h" in args:
         try:
-            print_help([a for a in args if not a.startswith("-")])
+            print_help(args)
         except ConfigError as e:
             fail(EXIT_CONFIG, str(e))
         except BrokenPipeError:  # `--help | head`: the reader has what it wanted
@@ -101,8 +103,10 @@ HYDRA_KEYS = {
 }
 
 
-def print_help(overrides: list[str]) -> None:
-    cfg = preflight.task_config(preflight.compose(overrides))
+def print_help(argv: list[str]) -> None:
+    """The help for the config that `argv` composes (its overrides, and --config-name/-path/-dir)."""
+    args = get_args_parser().parse_args(argv)
+    cfg = preflight.task_config(preflight.compose(args.overrides, ConfigSource.from_args(args)))
     lines = [HELP_HEADER]
     groups = config_groups()
     specializations = groups.pop("env_network", [])

@@ -1,8 +1,9 @@
 """How a training job ends: its summary on stdout, or one line on stderr and an exit code.
 
 0 done · 2 refused (bad config, a run directory that holds a run or is in use, an unloadable
-checkpoint) · 3 non-finite loss · 4 cannot write · 75 stopped by a signal, checkpoint saved (resume)
-· 130 / 143 stopped by SIGINT / SIGTERM before anything was kept (rlrun.signals)
+checkpoint) · 3 non-finite loss · 4 cannot write · 5 the env raised (its last checkpoint is kept:
+resume it; with none yet, a new run's directory is removed) · 75 stopped by a signal, checkpoint saved
+(resume) · 130 / 143 stopped by SIGINT / SIGTERM before anything was kept (rlrun.signals)
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from rlrun import rundir
+from rlrun.envfailure import EnvError
 from rlrun.validate import ConfigError
 
-EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_PREEMPTED = 2, 3, 4, 75  # 75 = EX_TEMPFAIL: try again (resume)
+EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_ENV, EXIT_PREEMPTED = 2, 3, 4, 5, 75  # 75 = EX_TEMPFAIL: try again
 
 
 def refused(error: BaseException) -> bool:
@@ -75,8 +77,10 @@ def backend_lines(runs: list[dict[str, Any]], out_dir: Path) -> list[str]:
     logged = [r.get("logged_to", {}) for r in runs]
     first = logged[0] if logged else {}
     lines = []
-    if "tensorboard" in first or not any(logged):  # runs from before the logger group: TensorBoard
+    if "tensorboard" in first:
         lines.append(f"  tensorboard --logdir {rundir.shell_quote(out_dir)}")
+    if not any(logged):  # logger=[]
+        lines.append("  no logging backend: see episodes.csv and summary.json")
     if "csv" in first:
         lines.append(f"  scalars: {first['csv']['path']}" + (" (one per agent)" if len(runs) > 1 else ""))
     if "mlflow" in first:
@@ -104,7 +108,18 @@ def exit_code(error: Exception, out_dir: Path) -> tuple[int | None, str]:
         return EXIT_NONFINITE, str(error)
     if isinstance(error, OSError):  # an unwritable or full run directory; earlier checkpoints are intact
         return EXIT_OS, f"cannot write to {out_dir}: {error.strerror or error}"
+    if isinstance(error, EnvError):
+        return EXIT_ENV, str(error)
     return None, repr(error)
+
+
+def kept_or_removed(out_dir: Path, removed: bool) -> str:
+    """What became of a run that stopped on an error: its directory removed, or its checkpoint kept."""
+    if removed:
+        return f"; it had no checkpoint yet, so {out_dir} was removed"
+    if (out_dir / "checkpoint.pt").exists():
+        return f"; the last checkpoint in {out_dir} is kept. Continue with: {rundir.resume_command(out_dir)}"
+    return ""
 
 
 def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: int | None = None) -> dict | None:
@@ -128,11 +143,14 @@ def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: int | N
         if sweep_job is None:
             if code is None:
                 raise  # a bug: the traceback is what helps
-            if code == EXIT_CONFIG:
-                rundir.discard_unstarted(out_dir)  # a refused run leaves no directory behind
+            if code in (EXIT_CONFIG, EXIT_ENV):  # a run refused, or whose env failed, before its first checkpoint
+                removed = rundir.discard_unstarted(out_dir)  # leaves no directory behind
+                if code == EXIT_ENV:
+                    message += kept_or_removed(out_dir, removed)
             fail(code, message)
+        traced = code in (None, EXIT_ENV)  # error.txt holds the traceback: of a bug, or into the env's code
         print(
-            f"rlrun: job {sweep_job} failed: {message}" + ("" if code else f" (details in {out_dir / 'error.txt'})"),
+            f"rlrun: job {sweep_job} failed: {message}" + (f" (details in {out_dir / 'error.txt'})" if traced else ""),
             file=sys.stderr,
         )
         record_failure(out_dir, e)

@@ -22,6 +22,7 @@ import torch
 from rlrun import checkpoint as ckpt, rundir, schedules
 from rlrun.acting import GreedyActor
 from rlrun.agents import group_agents
+from rlrun.envfailure import EnvError
 from rlrun.envs import finished_episodes, next_obs_for_storage
 from rlrun.evaluation import evaluate
 from rlrun.exploration import ExplorationDraws, agent_epsilons
@@ -329,7 +330,10 @@ class Trainer:
                 if not explore.all():
                     actions = np.where(explore, actions, actor.act(obs))
 
-                next_obs, rewards, terminated, truncated, infos = envs.step(actions)
+                try:
+                    next_obs, rewards, terminated, truncated, infos = envs.step(actions)
+                except Exception as e:  # the env's own code failed: one line, the last checkpoint kept
+                    raise EnvError(s.config["env"]["id"], "step", e) from e
                 real_next_obs = next_obs_for_storage(next_obs, infos)
                 if rollout is not None:  # PQN
                     rollout.add(obs, actions, rewards, real_next_obs, terminated, truncated)

@@ -20,10 +20,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlrun import rundir
+from rlrun.appconfig import RLRUN_CONFIG, ConfigSource, initialized
 from rlrun.sinks.reachable import check_backends
 from rlrun.validate import ConfigError, validate
 
-CONFIG_MODULE, CONFIG_NAME = "rlrun.conf", "config"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
@@ -57,27 +57,28 @@ def one_line(error: BaseException) -> str:
     return ": ".join(parts) or type(error).__name__
 
 
-def compose(overrides: list[str]) -> DictConfig:
-    """The config of one job, with its `hydra` node (ConfigError for anything Hydra refuses)."""
-    from hydra import compose as hydra_compose, initialize_config_module
+def compose(overrides: list[str], source: ConfigSource = RLRUN_CONFIG) -> DictConfig:
+    """The config of one job, with its `hydra` node (ConfigError for anything Hydra refuses), composed from
+    `source` (rlrun's own config, or the one `--config-name/-path/-dir` choose)."""
+    from hydra import compose as hydra_compose
 
     from rlrun.config import register_configs
 
     register_configs()
     try:
-        with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-            return hydra_compose(config_name=CONFIG_NAME, overrides=overrides, return_hydra_config=True)
+        with initialized(source):
+            return hydra_compose(config_name=source.config_name, overrides=overrides, return_hydra_config=True)
     except Exception as e:  # Hydra's and OmegaConf's composition errors of every kind
-        raise CompositionError(one_line(e) + _nearest_key(overrides)) from None
+        raise CompositionError(one_line(e) + _nearest_key(overrides, source)) from None
 
 
-def _nearest_key(overrides: list[str]) -> str:
+def _nearest_key(overrides: list[str], source: ConfigSource) -> str:
     """' (did you mean total_steps?)' for the first override whose key the default config lacks."""
     import difflib
 
     if not overrides:
         return ""
-    defaults = compose([])
+    defaults = compose([], source)
     for override in overrides:
         key = override.lstrip("+~").split("=", 1)[0]
         parent, _, name = key.rpartition(".")
@@ -151,21 +152,21 @@ def plan(argv: list[str]) -> Plan | None:
     from hydra._internal.utils import get_args_parser
 
     args = get_args_parser().parse_args(argv)
-    if (
-        args.help
-        or args.hydra_help
-        or args.cfg
-        or args.info
-        or args.shell_completion
-        or args.config_path
-        or args.config_name
-        or args.config_dir
-        or args.experimental_rerun
-    ):
+    if args.help or args.hydra_help or args.cfg or args.info or args.shell_completion:
         return None
+    if args.experimental_rerun:  # Hydra would unpickle the file it names: code read from disk
+        raise CompositionError(
+            f"--experimental-rerun {args.experimental_rerun} is not supported (it loads a pickle, which can run "
+            "code); continue a run with python -m rlrun.resume <run dir>"
+        )
+    source = ConfigSource.from_args(args)  # the config Hydra will compose, whichever flags chose it
+    try:
+        source.search_path()
+    except ValueError as e:
+        raise CompositionError(one_line(e)) from None
     overrides = list(args.overrides)
     try:
-        base = compose([o for o in overrides if not _is_sweep(o)]) if args.multirun else compose(overrides)
+        base = compose([o for o in overrides if not _is_sweep(o)] if args.multirun else overrides, source)
     except CompositionError as e:
         resumes = [o.split("=", 1)[1] for o in overrides if o.startswith("resume=")]
         if resumes:  # a path the override grammar cannot spell
@@ -177,7 +178,7 @@ def plan(argv: list[str]) -> Plan | None:
     multirun = args.multirun or base.hydra.mode == RunMode.MULTIRUN
     if not multirun:
         task = task_config(base)
-        if task.resume is not None:  # continue that run in its own directory, without Hydra's app
+        if OmegaConf.select(task, "resume") is not None:  # continue that run in its own directory, without Hydra's app
             return Plan(
                 [],
                 run_dir=Path(task.resume),
@@ -187,11 +188,17 @@ def plan(argv: list[str]) -> Plan | None:
         check_job(task, {})
         run_dir = Path(str(base.hydra.run.dir))
         rundir.check_new(run_dir)
+        from rlrun.agent_dirs import check as check_agent_dirs  # imports torch: once the command is checked
+
+        check_agent_dirs(task, run_dir, new=True)
         rundir.claim(run_dir, new=True)
         return Plan(_pinned(argv, "hydra.run.dir", run_dir), run_dir=run_dir)
+    from rlrun.batching import check_launcher  # imports torch: once the command is checked
+
+    check_launcher(base.hydra.launcher)
     probed: dict[Any, bool] = {}
     for job in job_overrides(overrides, str(base.hydra.sweeper._target_)):
-        check_job(task_config(compose(job)), probed)
+        check_job(task_config(compose(job, source)), probed)
     sweep_dir = Path(str(base.hydra.sweep.dir))
     rundir.check_new(sweep_dir)
     return Plan(_pinned(argv, "hydra.sweep.dir", sweep_dir))
