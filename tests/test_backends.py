@@ -1,11 +1,13 @@
 """External backends (issue 28): a logging server that does not answer is refused in the pre-flight with one
 line and exit 2 before anything is written; a Ray job whose worker dies resumes from its checkpoint."""
 
+import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from test_reliability import TINY
@@ -92,3 +94,64 @@ def test_local_mlflow_stores_are_checked_on_disk_without_being_made(tmp_path, mo
     # the default store in the run directory and W&B offline need no question; nothing is written
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     check_backends({"mlflow": {"tracking_uri": None}, "wandb": {"mode": "offline"}}, {})
+
+
+# --- Ray: a job whose worker dies -----------------------------------------------------------------------
+
+
+def lock_holder(lock):
+    """The pid holding the flock on `lock` (/proc/locks: `1: FLOCK ADVISORY WRITE <pid> <dev>:<inode> ...`)."""
+    inode = os.stat(lock).st_ino
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if fields[1] == "FLOCK" and int(fields[5].rsplit(":", 1)[1]) == inode:
+            return int(fields[4])
+    return None
+
+
+def tensorboard_points(run, tag="charts/episodic_return"):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run), size_guidance={"scalars": 0})
+    acc.Reload()
+    return [e.step for e in acc.Scalars(tag)]
+
+
+@pytest.mark.slow  # Ray starts in 10-20 s; ~100 s on 2 busy cores
+def test_a_ray_job_whose_worker_is_killed_resumes_from_its_checkpoint(tmp_path):
+    """Ray runs the task of a SIGKILLed worker again: it resumes the job's checkpoint in the job's dir (before:
+    started over in it, the checkpoint overwritten, TensorBoard with more points than episodes)."""
+    pytest.importorskip("ray")
+    steps = 1920
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "rlrun.train", "-m", "hydra/launcher=ray_cluster", "hydra.launcher.address=local"]
+        + ["+hydra.launcher.init.num_cpus=2", "seed=0,1", *TINY, f"total_steps={steps}", "hydra.sweep.dir=sweep"],
+        cwd=tmp_path,
+        env={**ENV, "RAY_ADDRESS": ""},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not (found := [p for p in (tmp_path / "sweep").rglob("checkpoint.pt") if "seed=1" in p.parts]):
+            assert sweep.poll() is None and time.monotonic() < deadline, sweep.communicate()[1][-3000:]
+            time.sleep(0.02)
+        job = found[0].parent
+        worker = lock_holder(job / ".rlrun.lock")
+        hydra_config = (job / ".hydra" / "config.yaml").read_bytes()
+        os.kill(worker, 9)
+        assert not (job / "summary.json").exists(), "the job ended before its worker was killed"
+        out, err = sweep.communicate(timeout=300)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 0, err[-3000:]
+    for seed in (0, 1):
+        summary = json.loads((job.parent.parent / f"seed={seed}" / job.name / "summary.json").read_text())
+        assert summary["status"] == "finished" and summary["env_steps"] == steps
+    assert (job / ".hydra" / "config.yaml").read_bytes() == hydra_config  # the first attempt's record kept
+    rows = [int(r.split(",")[0]) for r in (job / "episodes.csv").read_text().splitlines()[1:]]
+    assert rows == sorted(rows) and len(rows) == summary["episodes"]
+    assert tensorboard_points(job) == rows  # one point per episode, none twice
+    assert "resumes from its checkpoint" in out + err

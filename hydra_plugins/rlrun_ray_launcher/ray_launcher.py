@@ -13,11 +13,18 @@ the job's composed config and Hydra's global state, writes into its own director
 `JobReturn`. The sweep directory is made absolute before the jobs leave the driver, because a Ray worker
 need not start in the driver's working directory. On a cluster of several machines it must lie on a
 filesystem every node mounts, and every node needs rlrun installed.
+
+Ray runs a task again when its worker dies (SIGKILL, the OOM killer, a lost node; `max_retries`, 3 by
+default, in `hydra.launcher.remote`). A job run again finds its directory as the dead attempt left it: from
+a checkpoint it resumes, as `python -m rlrun.resume` would (its `.hydra/` kept, TensorBoard and
+episodes.csv cut back to the checkpoint); without one it starts over in an emptied directory. A job whose
+retries are spent fails alone, as any failed job of a sweep: summary.json and error.txt in its directory.
 """
 
 # No `from __future__ import annotations`: Hydra imports plugin modules without entering them in
 # sys.modules, and dataclasses cannot resolve string annotations there.
 import logging
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,10 +32,10 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, configure_log, filter_overrides, run_job, setup_globals
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +68,62 @@ def _run_job_remotely(
     setup_globals()
     Singleton.set_state(singleton_state)
     HydraConfig.instance().set_config(config)
+    if config.get("resume") is None:  # a job of a sweep over resumed runs continues the run it names
+        _continue_earlier_attempt(config, job_dir(config))
     return run_job(
         hydra_context=hydra_context,
         task_function=task_function,
         config=config,
         job_dir_key="hydra.sweep.dir",
         job_subdir_key="hydra.sweep.subdir",
+    )
+
+
+def job_dir(config: DictConfig) -> Path:
+    """Where Hydra's `run_job` puts this job (the sweep dir and the job's subdir, as it joins them)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    HydraConfig.instance().set_config(config)  # the subdir interpolates the job's own hydra node
+    return Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
+
+
+def _continue_earlier_attempt(config: DictConfig, out_dir: Path) -> None:
+    """Ray runs a job again when its worker died. The sweep's directory was new, so anything in the job's
+    directory is that dead attempt's: resume its checkpoint, or start over in an emptied directory."""
+    from rlrun import checkpoint, rundir
+
+    if not out_dir.is_dir():
+        return  # the first attempt
+    with rundir.owned(out_dir):  # the dead worker's lock is gone; a live one (a lost node's) refuses here
+        if any((out_dir / name).exists() for name in (checkpoint.LATEST, checkpoint.PREVIOUS)):
+            log.info(f"Ray ran job {config.hydra.job.num} again: it resumes from its checkpoint in {out_dir}")
+            with open_dict(config):
+                config.resume = str(out_dir)
+            with read_write(config.hydra):  # Hydra marks its node read-only
+                config.hydra.output_subdir = None  # keep the .hydra/ of the job's first attempt
+            return
+        for p in out_dir.iterdir():  # no checkpoint: nothing of the dead attempt is kept
+            if p.name != rundir.LOCK_NAME:
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+
+
+def _lost(config: DictConfig, overrides: Sequence[str], out_dir: Path, error: Exception) -> JobReturn:
+    """A job whose every attempt lost its worker: failed alone, recorded in its directory (`rlrun.jobs`)."""
+    from rlrun.jobs import record_failure
+
+    message = " ".join(str(error).split())
+    log.error(f"job {config.hydra.job.num} failed: its Ray worker died ({message[:300]})")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record_failure(out_dir, RuntimeError(f"the Ray worker running this job died: {message}"))
+    task_cfg = OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"])
+    return JobReturn(
+        overrides=list(overrides),
+        cfg=task_cfg,
+        hydra_cfg=config,
+        working_dir=str(out_dir),
+        task_name=str(config.hydra.job.name),
+        status=JobStatus.COMPLETED,  # as rlrun's own failed jobs: the sweep goes on, the report lists it
+        _return_value=None,
     )
 
 
@@ -114,5 +171,12 @@ class RayLauncher(Launcher):
                 config.hydra.job.id = f"ray_{idx}"
                 config.hydra.job.num = idx
                 config.hydra.sweep.dir = str(sweep_dir)
-            pending.append(job.remote(self.hydra_context, self.task_function, config, Singleton.get_state()))
-        return list(ray.get(pending))
+            ref = job.remote(self.hydra_context, self.task_function, config, Singleton.get_state())
+            pending.append((ref, config, overrides))
+        results = []
+        for ref, config, overrides in pending:
+            try:
+                results.append(ray.get(ref))
+            except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as e:
+                results.append(_lost(config, overrides, job_dir(config), e))
+        return results
