@@ -19,13 +19,13 @@ default it is the entry's values as path parts, `optimizer.lr=0.001/seed=0` (`se
 
 from __future__ import annotations
 
-import os
+import copy
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from rlrun.config import algo_kind
 
@@ -77,20 +77,33 @@ def entries(cfg: DictConfig) -> list[dict[str, Any]]:
     return out
 
 
-def agent_config(cfg: DictConfig, values: dict[str, Any]) -> DictConfig:
-    """The config of the single run that an agent with these values is."""
-    agent = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    assert isinstance(agent, DictConfig)
+def single_run(cfg: DictConfig) -> dict[str, Any]:
+    """The run's resolved values as plain Python, without its agents: what every agent's config starts from.
+    Made once per run, so an agent's config costs the same however many agents the run has."""
+    plain: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    plain["seeds"] = 1
+    if "agents" in plain:
+        plain["agents"] = []
+    return plain
+
+
+def agent_config(cfg: DictConfig, values: dict[str, Any], base: dict[str, Any] | None = None) -> DictConfig:
+    """The config of the single run that an agent with these values is (`base`: the run's `single_run`)."""
+    plain = copy.deepcopy(base if base is not None else single_run(cfg))
     for key, value in values.items():
-        OmegaConf.update(agent, key, value, merge=False)
-    agent.seeds = 1
-    if "agents" in agent:
-        agent.agents = []
+        *parents, name = key.split(".")
+        node = plain
+        for part in parents:
+            node = node[part]
+        node[name] = value
+    agent = OmegaConf.create(plain)
+    assert isinstance(agent, DictConfig)
     return agent
 
 
 def agent_configs(cfg: DictConfig) -> list[DictConfig]:
-    return [agent_config(cfg, values) for values in entries(cfg)]
+    base = single_run(cfg)
+    return [agent_config(cfg, values, base) for values in entries(cfg)]
 
 
 def agent_labels(cfg: DictConfig) -> list[str]:
@@ -140,6 +153,7 @@ def check(cfg: DictConfig) -> list[DictConfig]:
                 )
             if key != DIR_KEY and OmegaConf.select(cfg, str(key), default="<absent>") == "<absent>":
                 raise ConfigError(f"agents[{k}].{key}", entry[key], "a key this config has (buffer.* needs buffer=per)")
+    check_types(cfg)
     configs = agent_configs(cfg)
     if cfg.device.cuda_graphs and any(not isinstance(per_agent(configs, k), (int, float)) for k in LR_KEYS):
         raise ConfigError("device.cuda_graphs", True, "false when agents differ in optimizer.lr or algo.lr_end_factor")
@@ -150,8 +164,26 @@ def check(cfg: DictConfig) -> list[DictConfig]:
     return configs
 
 
-def agent_dirs(out_dir: Path, cfg: DictConfig) -> list[Path]:
-    return [Path(os.path.normpath(Path(out_dir) / name)) for name in agent_names(cfg)]
+def check_types(cfg: DictConfig) -> None:
+    """Each entry's values written over the run's typed config, as the schema types them: a value of the wrong
+    type (`optimizer.lr: abc`, a quoted `algo.gamma: '0.99'`) is refused naming its entry and key."""
+    from rlrun.validate import ConfigError
+
+    typed = cfg.copy()
+    for k, entry in enumerate(entries(cfg)):
+        for key, value in entry.items():
+            shared = OmegaConf.select(typed, key)
+            try:
+                OmegaConf.update(typed, key, value, merge=False)
+            except OmegaConfBaseException as e:
+                raise ConfigError(
+                    f"agents[{k}].{key}", value, f"a value of {key}'s type ({str(e).splitlines()[0]})"
+                ) from None
+            got = OmegaConf.select(typed, key)
+            number = isinstance(shared, (int, float)) and not isinstance(shared, bool)
+            if got != value or number and isinstance(value, (str, bool)):  # '0.99' converted, or an untyped config
+                kind = type(got if got != value else shared).__name__
+                raise ConfigError(f"agents[{k}].{key}", value, f"a {kind}, as {key} is (written without quotes)")
 
 
 def values(cfg: DictConfig, key: str) -> Any:

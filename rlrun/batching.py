@@ -4,10 +4,11 @@ running one such group.
 Jobs whose configs differ only in `rlrun.agents.BATCHABLE` keys (seed, learning rate, gamma, ...) form a
 group; a group of more than `max_agents` jobs is cut into chunks, and chunks are cut further until there
 are at least as many as the parallel processes (`n_jobs`). A chunk runs as one run whose `agents` list
-holds one entry per job, with the job's directory as the agent's `dir`, so each job directory receives
-what the job would have written alone (events, episodes.csv, summary.json, model.pt; `.hydra/` is written
-by the launcher). The chunk's own run directory (checkpoint, joint summary) is `<sweep dir>/.batched/<name>`:
-`python -m rlrun.resume` on it resumes all its jobs.
+holds one entry per job, with the job's directory as the agent's `dir` (relative to the chunk's run
+directory, checked by rlrun.agent_dirs), so each job directory receives what the job would have written
+alone (events, episodes.csv, summary.json, model.pt; `.hydra/` is written by the launcher). The chunk's own
+run directory (checkpoint, joint summary) is `<sweep dir>/.batched/<name>`: `python -m rlrun.resume` on it
+resumes all its jobs.
 
 Jobs that cannot share a process (`seeds` > 1, `resume`, options refused for batched agents) run alone,
 each as a plain run in its own directory.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,25 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun import agents
-from rlrun.validate import BATCHED_UNSUPPORTED, from_saved
+from rlrun.validate import BATCHED_UNSUPPORTED, ConfigError, from_saved
 
 PREEMPTED = "preempted"
+
+
+LAUNCHER = "hydra_plugins.rlrun_batched_launcher.batched_launcher.BatchedLauncher"
+# The launcher's settings and what each may be (its `BatchedLauncherConf`).
+LAUNCHER_SETTINGS = {"max_agents": "jobs trained together in one process at most", "n_jobs": "processes at a time"}
+
+
+def check_launcher(launcher: DictConfig) -> None:
+    """Refuse settings of hydra/launcher=batched that it cannot run (`hydra.launcher.max_agents=0`) before
+    Hydra builds it."""
+    if launcher.get("_target_") != LAUNCHER:
+        return
+    for key, meaning in LAUNCHER_SETTINGS.items():
+        value = launcher.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"hydra.launcher.{key}", value, f"an integer >= 1 ({meaning})")
 
 
 def batchable_keys(cfg: DictConfig) -> tuple[str, ...]:
@@ -77,16 +95,17 @@ def plan_chunks(configs: list[DictConfig], max_agents: int, n_jobs: int) -> list
     return sorted(chunks + alone)
 
 
-def batched_config(configs: list[DictConfig], job_dirs: list[Path]) -> DictConfig:
+def batched_config(configs: list[DictConfig], job_dirs: list[Path], group_dir: Path) -> DictConfig:
     """One run of these jobs' agents: the first job's config, with an `agents` entry per job holding the
-    batchable values that differ between them (seed always) and the job's directory."""
+    batchable values that differ between them (seed always) and the job's directory, relative to the group's
+    run directory (`../../optimizer.lr=0.001/seed=0`: the checkpoint never names a place outside the sweep)."""
     base = configs[0].copy()
     keys = [k for k in batchable_keys(base) if len({str(OmegaConf.select(c, k)) for c in configs}) > 1]
     keys = ["seed"] + [k for k in keys if k != "seed"]
     entries = []
     for cfg, job_dir in zip(configs, job_dirs):
         entry = {k: OmegaConf.select(cfg, k) for k in keys}
-        entry[agents.DIR_KEY] = str(Path(job_dir).absolute())
+        entry[agents.DIR_KEY] = os.path.relpath(os.path.abspath(job_dir), os.path.abspath(group_dir))
         entries.append(entry)
     base.agents = entries
     return base
@@ -104,7 +123,7 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
         if len(configs) == 1:
             run.train(configs[0], dirs[0])
         else:
-            run.train(batched_config(configs, dirs), Path(group_dir))
+            run.train(batched_config(configs, dirs, Path(group_dir)), Path(group_dir))
     except Preempted as e:
         where = dirs[0] if len(configs) == 1 else Path(group_dir)
         print(f"rlrun: stopped by {e}; continue with {rundir.resume_command(where)}", file=sys.stderr)

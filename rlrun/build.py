@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+import rlrun.agent_dirs
 import rlrun.agents
 from rlrun.config import algo_kind
 from rlrun.device import keep_freed_memory, resolve_device, set_threads
@@ -30,7 +31,7 @@ from rlrun.learner import DQNLearner
 from rlrun.logger import RunLogger
 from rlrun.loop import LoopSettings, Parts
 from rlrun.networks import QNetwork
-from rlrun.population import Population, write_agent_hydra_dir
+from rlrun.population import Population, run_overrides, write_agent_hydra_dir
 from rlrun.pqn import PQNLearner
 from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer, StackedPrioritizedReplayBuffer, StackedReplayBuffer
 from rlrun.rollout import Rollout
@@ -285,40 +286,36 @@ def population(cfg: DictConfig, out_dir: Path, reward_threshold: float | None, r
     agent's `seed=<S>/`, logged as a run of its own."""
     from rlrun.sinks import SinkRun, make_sinks, run_name
 
-    seeds = agent_seeds(cfg)
-    configs, labels = rlrun.agents.agent_configs(cfg), rlrun.agents.agent_labels(cfg)
-    dirs = rlrun.agents.agent_dirs(out_dir, cfg)
+    seeds, labels = agent_seeds(cfg), rlrun.agents.agent_labels(cfg)
     backends, name = plain(cfg.logger), run_name(out_dir)
     if len(seeds) == 1:
         run = SinkRun(out_dir, out_dir, name, cfg.exp_name, resume_step)
-        loggers = [
+        sinks = make_sinks(backends, run)
+        logger = RunLogger(
+            out_dir, cfg, cfg.total_steps, reward_threshold, cfg.log.progress_bar, resume_step=resume_step, sinks=sinks
+        )
+        return Population(out_dir, seeds, cfg.env.num_envs, [logger], labels=labels)
+    # Checked and owned before anything is written: inside the run, never through a link, never another run's.
+    dirs = rlrun.agent_dirs.check(cfg, out_dir, new=resume_step is None)
+    rlrun.agent_dirs.claim(dirs)
+    configs, entries = rlrun.agents.agent_configs(cfg), rlrun.agents.entries(cfg)
+    overrides = run_overrides(out_dir) if resume_step is None else []
+    loggers = []
+    for k, label in enumerate(labels):
+        if resume_step is None:
+            write_agent_hydra_dir(dirs[k], configs[k], entries[k], overrides)
+        show_bar = cfg.log.progress_bar if k == 0 else False  # one bar for the batch
+        run = SinkRun(dirs[k], out_dir, f"{name}/{label}", cfg.exp_name, resume_step, name)
+        loggers.append(
             RunLogger(
-                out_dir,
-                cfg,
+                dirs[k],
+                configs[k],
                 cfg.total_steps,
                 reward_threshold,
-                cfg.log.progress_bar,
+                show_bar,
                 resume_step=resume_step,
+                label=f"{label}: ",
                 sinks=make_sinks(backends, run),
             )
-        ]
-    else:
-        loggers = []
-        for k, label in enumerate(labels):
-            if resume_step is None:
-                write_agent_hydra_dir(dirs[k], out_dir, cfg, k)
-            show_bar = cfg.log.progress_bar if k == 0 else False  # one bar for the batch
-            run = SinkRun(dirs[k], out_dir, f"{name}/{label}", cfg.exp_name, resume_step, name)
-            loggers.append(
-                RunLogger(
-                    dirs[k],
-                    configs[k],
-                    cfg.total_steps,
-                    reward_threshold,
-                    show_bar,
-                    resume_step=resume_step,
-                    label=f"{label}: ",
-                    sinks=make_sinks(backends, run),
-                )
-            )
+        )
     return Population(out_dir, seeds, cfg.env.num_envs, loggers, dirs, labels)

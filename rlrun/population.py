@@ -23,25 +23,29 @@ import torch
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from rlrun import agents, rundir
+from rlrun import rundir
 from rlrun.logger import RunLogger
 
 
-def write_agent_hydra_dir(agent_dir: Path, out_dir: Path, cfg: DictConfig, k: int) -> None:
-    """`.hydra/config.yaml` and `overrides.yaml` of agent k, as its single job would have them (the run's
-    overrides with `seed`/`seeds`/`agents` replaced by the agent's own values). An agent directory that
-    already has them (a job directory that hydra/launcher=batched prepared) keeps its own."""
+def run_overrides(out_dir: Path) -> list[str]:
+    """The run's own command-line overrides (`.hydra/overrides.yaml`), read once for all its agents."""
+    job_overrides = Path(out_dir) / ".hydra" / "overrides.yaml"
+    return (yaml.safe_load(job_overrides.read_text()) if job_overrides.exists() else None) or []
+
+
+def write_agent_hydra_dir(agent_dir: Path, config: DictConfig, values: dict[str, Any], overrides: list[str]) -> None:
+    """`.hydra/config.yaml` and `overrides.yaml` of an agent (its `config` and own `values`), as its single job
+    would have them (the run's `overrides` with `seed`/`seeds`/`agents` replaced by the agent's own values).
+    An agent directory that already has them (a job directory that hydra/launcher=batched prepared for this
+    agent: rlrun.agent_dirs) keeps its own."""
     hydra_dir = Path(agent_dir) / ".hydra"
     if (hydra_dir / "config.yaml").exists():
         return
     hydra_dir.mkdir(parents=True, exist_ok=True)
-    values = agents.entries(cfg)[k]
-    (hydra_dir / "config.yaml").write_text(OmegaConf.to_yaml(agents.agent_config(cfg, values)))
-    job_overrides = Path(out_dir) / ".hydra" / "overrides.yaml"
-    overrides = yaml.safe_load(job_overrides.read_text()) if job_overrides.exists() else []
+    rundir.write_text(hydra_dir / "config.yaml", OmegaConf.to_yaml(config))
     own = ("seed", "seeds", "agents", *values)
-    kept = [o for o in overrides or [] if o.lstrip("+~").split("=", 1)[0] not in own]
-    (hydra_dir / "overrides.yaml").write_text(yaml.safe_dump(kept + [f"{key}={v}" for key, v in values.items()]))
+    kept = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] not in own]
+    rundir.write_text(hydra_dir / "overrides.yaml", yaml.safe_dump(kept + [f"{key}={v}" for key, v in values.items()]))
 
 
 class Population:
