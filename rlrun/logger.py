@@ -22,7 +22,7 @@ from rlrun.sinks import Sink
 
 log = logging.getLogger(__name__)
 
-EPISODE_HEADER = "env_step,episode,return,length"
+EPISODE_HEADER = rundir.CSV_HEADERS["episodes.csv"]
 # One speed (env steps per second over the last log window), the 100-episode mean, the last greedy eval.
 BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
 
@@ -67,18 +67,17 @@ class RunLogger:
             sinks = [TensorBoardSink(self.out_dir, resume_step)]
         self.sinks = sinks
         episodes_path = self.out_dir / "episodes.csv"
+        rundir.check_links(self.out_dir)  # an agent's directory too (the run's is checked when claimed)
+        # A damaged row is refused, naming its line, before anything is written.
+        kept = [EPISODE_HEADER] if resume_step is None else rundir.kept_rows(episodes_path, resume_step)
         if resume_step is None:
             params, config_yaml = flat_hparams(cfg), OmegaConf.to_yaml(cfg)
             for sink in self.sinks:
                 sink.start(params, config_yaml)
-            kept = [EPISODE_HEADER]
-        else:
-            rows = episodes_path.read_text().splitlines() if episodes_path.exists() else []
-            kept = [EPISODE_HEADER] + [r for r in rows[1:] if int(r.split(",", 1)[0]) <= resume_step]
         # Written whole, then renamed: a full disk on resume cannot truncate the rows already there.
         rundir.write_text(episodes_path, "".join(row + "\n" for row in kept))
         # Open for the run's life (closed in close()), appended to at every episode end.
-        self._episodes_file = open(episodes_path, "a", newline="")  # noqa: SIM115
+        self._episodes_file = rundir.open_append(episodes_path)
         self._episodes = csv.writer(self._episodes_file, lineterminator="\n")
         self.window: deque[float] = deque(maxlen=window)
         self.history: list[tuple[int, float]] = []
@@ -249,6 +248,7 @@ class RunLogger:
         ax.legend(loc="lower right")
         fig.tight_layout()
         path = self.out_dir / "returns.png"
-        fig.savefig(path, dpi=100)
+        with rundir.open_atomic(path) as f:  # replaces a link there, never writes through it
+            fig.savefig(f, format="png", dpi=100)
         plt.close(fig)
         return path

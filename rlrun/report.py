@@ -16,8 +16,7 @@ and unreliable. Written into the sweep dir: report.md, report.csv, curves.png an
 from __future__ import annotations
 
 import argparse
-import json
-import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,105 +24,25 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
-CURVE_TAG = "charts/mean_return_100"
-FINISHED = ("finished", "solved")
+from rlrun import rundir
+from rlrun.jobtable import (  # noqa: F401  (load_curve(s), load_run, run_dirs: the report's readers, re-exported)
+    CURVE_TAG,
+    EVAL,
+    FINISHED,
+    TRAIN,
+    curves_of,
+    load_curve,
+    load_curves,
+    load_run,
+    load_sweep,
+    quiet,
+    run_dirs,
+)
+
 MIN_SEEDS = 5  # below this the report warns that its confidence intervals are unreliable
 BOOTSTRAP_REPS = 2000  # resamples behind an IQM interval; P(X > Y) and profile bands (dearer) take half
 CURVE_BOOTSTRAP_REPS = 500  # resamples behind a learning-curve band
-EVAL, TRAIN = "final_eval_return", "final_mean_return_100"
-
-
-def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(node, dict):
-        out: dict[str, Any] = {}
-        for k, v in node.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: node}
-
-
-def run_dirs(root: Path) -> list[Path]:
-    """Every run under `root`: a directory holding `.hydra/config.yaml`. A batched run (`seeds=K`) counts
-    as its K agents (its `seed=*` subdirectories), exactly like K single-seed jobs."""
-    dirs = sorted(p.parent.parent for p in Path(root).rglob(".hydra/config.yaml"))
-    inside = {parent for d in dirs for parent in d.parents}
-    return [d for d in dirs if d not in inside]
-
-
-def load_run(run_dir: Path) -> dict[str, Any]:
-    """One run as a flat dict: `job`, `configuration`, `status`, `error`, `cfg.*` values, summary fields."""
-    run_dir = Path(run_dir)
-    cfg = yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text())
-    overrides_file = run_dir / ".hydra" / "overrides.yaml"
-    overrides = yaml.safe_load(overrides_file.read_text()) if overrides_file.exists() else []
-    summary_file = run_dir / "summary.json"
-    summary = json.loads(summary_file.read_text()) if summary_file.exists() else {"status": "incomplete"}
-    pairs = dict(o.lstrip("+~").split("=", 1) for o in overrides or [] if "=" in o)
-    pairs.pop("seed", None)
-    row = {
-        "job": str(run_dir),
-        "configuration": " ".join(f"{k}={v}" for k, v in sorted(pairs.items())) or "(defaults)",
-        "overrides": pairs,
-        "status": summary.get("status"),
-        "error": summary.get("error"),
-    }
-    row.update({f"cfg.{k}": v for k, v in _flatten(cfg).items()})
-    row.update({k: v for k, v in summary.items() if k not in ("status", "error")})
-    return row
-
-
-def load_sweep(root: Path) -> pd.DataFrame:
-    """One row per job under `root`, config values as `cfg.*` columns, `env` the env id.
-
-    `configuration` names a job by the overrides that differ between jobs (seed excluded), so settings
-    given to the whole sweep do not clutter the labels.
-    """
-    rows = [load_run(d) for d in run_dirs(root)]
-    keys = {k for r in rows for k in r["overrides"]}
-    varying = sorted(k for k in keys if len({r["overrides"].get(k) for r in rows}) > 1)
-    for r in rows:
-        r["configuration"] = " ".join(f"{k}={r['overrides'].get(k)}" for k in varying) or "(all jobs)"
-        r["env"] = r.get("cfg.env.id", "")
-    return pd.DataFrame(rows).drop(columns="overrides") if rows else pd.DataFrame()
-
-
-@contextmanager
-def _quiet(name: str) -> Iterator[None]:
-    """A library's INFO lines, which under Hydra's logging reach the console as [HYDRA] lines: TensorBoard's
-    directory watcher logs "No path found after <events file>" for every run it reads, rliable (through
-    absl) "Calculating estimates for ..." for every aggregate."""
-    logger = logging.getLogger(name)
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-def load_curve(run_dir: Path, tag: str = CURVE_TAG) -> pd.DataFrame:
-    """A scalar tag of one run's TensorBoard events as (step, value)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    with _quiet("tensorboard"):
-        acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-        acc.Reload()
-    if tag not in acc.Tags()["scalars"]:
-        return pd.DataFrame(columns=["step", "value"])
-    return pd.DataFrame([(e.step, e.value) for e in acc.Scalars(tag)], columns=["step", "value"])
-
-
-def load_curves(root: Path, tag: str = CURVE_TAG) -> pd.DataFrame:
-    """Long format: job, configuration, env, step, value for every finished job."""
-    frames = []
-    runs = load_sweep(root)
-    for row in runs[runs["status"].isin(FINISHED)].itertuples() if not runs.empty else []:
-        frames.append(load_curve(Path(row.job), tag).assign(job=row.job, configuration=row.configuration, env=row.env))
-    if not frames:
-        return pd.DataFrame(columns=["step", "value", "job", "configuration", "env"])
-    return pd.concat(frames, ignore_index=True)
 
 
 # ----------------------------------------------------------------------------------------- aggregates (rliable)
@@ -136,7 +55,7 @@ def _bootstrap_seed(seed: int) -> Iterator[None]:
     state = np.random.get_state()
     np.random.seed(seed)
     try:
-        with _quiet("absl"):
+        with quiet("absl"):
             yield
     finally:
         np.random.set_state(state)
@@ -202,6 +121,26 @@ def score_column(runs: pd.DataFrame) -> str:
     return EVAL if len(done) and done[EVAL].notna().all() else TRAIN
 
 
+def _finite(scores: pd.Series) -> np.ndarray:
+    values = scores.to_numpy(dtype=float)
+    return values[np.isfinite(values)]
+
+
+def left_out(runs: pd.DataFrame) -> list[str]:
+    """Finished jobs that an aggregate leaves out: a score that is NaN or infinite, or one that is missing
+    while other seeds of the configuration have it (one missing everywhere reads "not evaluated")."""
+    lines = []
+    for config, g in _finished(runs).groupby("configuration", sort=True):
+        for column in (EVAL, TRAIN):
+            values = g[column].to_numpy(dtype=float)
+            bad = ~np.isfinite(values)
+            for job, value, nonfinite in zip(g["job"][bad], values[bad], g["nonfinite"][bad]):
+                if column in nonfinite or not bad.all():
+                    what = f"{column} is {value}" if column in nonfinite else f"no {column}"
+                    lines.append(f"- `{job}`: {what}, left out of the IQM of {config}")
+    return lines
+
+
 def summarize(runs: pd.DataFrame, reps: int = BOOTSTRAP_REPS) -> pd.DataFrame:
     """One row per configuration, over its finished seeds."""
     rows = []
@@ -209,9 +148,10 @@ def summarize(runs: pd.DataFrame, reps: int = BOOTSTRAP_REPS) -> pd.DataFrame:
         solved = g["solved_step"].dropna().to_numpy()
         row: dict[str, Any] = {"configuration": config, "env": g["env"].iloc[0], "seeds": len(g)}
         for name, column in (("eval_return", EVAL), ("train_return", TRAIN)):
-            iqm, lo, hi = iqm_ci(g[column].dropna().to_numpy(), reps)
+            scores = _finite(g[column])  # the jobs left out are named in the report (`left_out`)
+            iqm, lo, hi = iqm_ci(scores, reps)
             row.update({f"{name}_iqm": iqm, f"{name}_ci95_low": lo, f"{name}_ci95_high": hi})
-            row[f"{name}_mean"] = float(g[column].mean())
+            row[f"{name}_mean"] = float(scores.mean()) if len(scores) else np.nan
         row.update(
             {
                 "reward_threshold": g["reward_threshold"].iloc[0],
@@ -236,10 +176,10 @@ def improvement_table(runs: pd.DataFrame, table: pd.DataFrame, reps: int = BOOTS
         if len(t) < 2:
             continue
         best = t.loc[t[iqm].idxmax(), "configuration"]
-        x = done.loc[done.configuration == best, column].to_numpy()
+        x = _finite(done.loc[done.configuration == best, column])
         for other in t.configuration:
             if other != best:
-                y = done.loc[done.configuration == other, column].to_numpy()
+                y = _finite(done.loc[done.configuration == other, column])
                 p, lo, hi = improvement_probability(x, y, reps)
                 rows.append(
                     {"env": env, "x": best, "y": other, "score": column, "p": p, "ci95_low": lo, "ci95_high": hi}
@@ -275,7 +215,8 @@ def _env_figure(envs: list[str]) -> tuple[Any, Any]:
 
 def _save(fig: Any, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=100, bbox_inches="tight")
+    with rundir.open_atomic(path) as f:  # replaces a link there, never writes through it
+        fig.savefig(f, format="png", dpi=100, bbox_inches="tight")
     _pyplot().close(fig)
     return path
 
@@ -325,7 +266,8 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
     from rliable import library as rly, plot_utils
 
     column = score_column(runs)
-    done = _finished(runs).dropna(subset=[column])
+    done = _finished(runs)
+    done = done[np.isfinite(done[column])]
     if done.empty:
         return None
     envs = sorted(done["env"].unique())
@@ -404,10 +346,13 @@ def write_report(root: Path, reps: int = BOOTSTRAP_REPS) -> str:
     """Write report.md, report.csv, curves.png and profile.png into `root`; returns the markdown."""
     root = Path(root)
     runs = load_sweep(root)
+    damaged = [f"- `{job}`: {why}" for job, why in runs.attrs["damaged"]]
+    for job, why in runs.attrs["damaged"]:
+        print(f"rlrun: warning: skipped the damaged job {job}: {why}", file=sys.stderr)
     if runs.empty:
-        return f"No runs under {root}."
+        return "\n".join([f"No readable runs under {root}.", *damaged])
     table = summarize(runs, reps)
-    table.to_csv(root / "report.csv", index=False)
+    rundir.write_text(root / "report.csv", table.to_csv(index=False))
     done = _finished(runs)
     envs = ", ".join(
         f"{env} (solve threshold {t:g})" if np.isfinite(t) else str(env)
@@ -416,7 +361,9 @@ def write_report(root: Path, reps: int = BOOTSTRAP_REPS) -> str:
     lines = [
         f"# Sweep report: {root}",
         "",
-        f"{_plural(len(runs), 'job')} ({len(done)} finished), {_plural(len(table), 'configuration')}"
+        f"{_plural(len(runs), 'job')} ({len(done)} finished"
+        + (f", {len(damaged)} damaged and skipped" if damaged else "")
+        + f"), {_plural(len(table), 'configuration')}"
         + (f"; {envs}." if envs else "."),
         "",
     ]
@@ -460,16 +407,18 @@ def write_report(root: Path, reps: int = BOOTSTRAP_REPS) -> str:
     if not failed.empty:
         lines += ["", "## Failed jobs", ""]
         lines += [f"- `{r.job}` ({r.status}): {r.error}" for r in failed.itertuples()]
+    for title, items in (("Jobs left out of the aggregates", left_out(runs)), ("Damaged jobs (skipped)", damaged)):
+        lines += ["", f"## {title}", "", *items] if items else []
     thresholds = done.groupby("env")["reward_threshold"].first().to_dict()
     figures = [
-        (plot_curves(load_curves(root), root / "curves.png", thresholds), "learning curves"),
+        (plot_curves(curves_of(runs), root / "curves.png", thresholds), "learning curves"),
         (plot_profile(runs, root / "profile.png", reps // 2), "performance profile"),
     ]
     shown_figures = [f"![{what}]({path.name})" for path, what in figures if path is not None]
     if shown_figures:
         lines += ["", *shown_figures]
     text = "\n".join(lines) + "\n"
-    (root / "report.md").write_text(text)
+    rundir.write_text(root / "report.md", text)
     return text
 
 

@@ -7,13 +7,20 @@
   dies, however it dies, so a stale lock never blocks a later resume.
 - Files are written whole or not at all (`open_atomic`): a temporary file, fsync, then a rename over the
   real name, so a full disk or a kill leaves the previous version in place.
+- Nothing is written through a link: a file written whole replaces a link at its name (the rename), and
+  its temporary file is new (`O_EXCL`); a file appended to is opened with `O_NOFOLLOW` (`open_append`).
+  A directory that is claimed again is checked first (`check_links`, `check_rows`): a link in it that
+  leads out of it, or at a name rlrun appends to or locks, is refused, and so is a CSV file it appends
+  to whose rows do not parse (a file torn by a kill loses only its unfinished last line).
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import os
+import secrets
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +32,10 @@ LOCK_NAME = ".rlrun.lock"
 # Any of these makes a directory a run of rlrun (a started run writes .hydra/ and train.log first, then
 # its events, episodes.csv, checkpoints and summary).
 RUN_MARKERS = (".hydra/config.yaml", "checkpoint.pt", "checkpoint.prev.pt", "episodes.csv", "summary.json")
+# The CSV files a run appends a row to (their header first), and all the files it opens in place, appended
+# to or locked: never through a link.
+CSV_HEADERS = {"episodes.csv": "env_step,episode,return,length", "scalars.csv": "env_step,tag,value"}
+IN_PLACE = (*CSV_HEADERS, "train.log", LOCK_NAME)
 
 
 class RunDirError(Exception):
@@ -76,7 +87,7 @@ _OWNED: dict[Path, _Owned] = {}  # run directories this process owns
 def claim(path: Path, new: bool = False) -> None:
     """Own `path` (creating it if needed) until `release` or the end of the process; `new`: for a new run
     (`check_new` first). Owning it twice in one process is a no-op. Raises `RunDirError` if another live
-    process owns it, `OSError` if it cannot be created or written."""
+    process owns it or it fails `check_links` or `check_rows`, `OSError` if it cannot be created or written."""
     path = Path(path).resolve()
     if path in _OWNED:
         return
@@ -85,6 +96,9 @@ def claim(path: Path, new: bool = False) -> None:
     _OWNED[path] = _Owned(path, lock, new, created)  # first: a signal from here on finds it to clean up
     try:
         path.mkdir(parents=True, exist_ok=True)
+        check_links(path)  # before the lock: a linked lock file would be truncated through its link
+        if not created:
+            check_rows(path)
         lock.acquire()
     except BaseException as e:  # a signal included: leave no directory behind that this call made
         del _OWNED[path]
@@ -139,9 +153,9 @@ def open_atomic(path: Path, mode: str = "wb") -> Iterator[IO]:
     """A file that appears under `path` only once it is completely written and fsynced. Any failure to
     write is an `OSError` (torch reports some disk errors as `RuntimeError`); the old `path` stays."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")  # a new file: never a link planted there
     try:
-        with open(tmp, mode) as f:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), mode) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -161,3 +175,81 @@ def open_atomic(path: Path, mode: str = "wb") -> Iterator[IO]:
 def write_text(path: Path, text: str) -> None:
     with open_atomic(path, "w") as f:
         f.write(text)
+
+
+def open_append(path: Path) -> IO[str]:
+    """`path` opened to append text (created if missing), never through a link: a link there is refused."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise RunDirError(f"{path} is a link; rlrun appends to it in place, never through a link") from None
+        raise
+    return os.fdopen(fd, "a", newline="")
+
+
+def check_links(path: Path) -> None:
+    """Refuse a directory holding, anywhere under it, a link that leads out of it (rlrun or a logging
+    backend would write through it: a `.hydra` or `mlruns` link, a file a backend opens in place), or a link
+    at a name rlrun appends to or locks (`IN_PLACE`: a linked lock file would be truncated).
+    Links within the directory (W&B's `latest-run`) are allowed: files rlrun writes whole replace them."""
+    root = Path(path).resolve()
+    for parent, dirs, files in os.walk(root):  # os.walk does not follow links
+        for name in dirs + files:
+            link = Path(parent, name)
+            if not link.is_symlink():
+                continue
+            target = link.resolve()
+            if name in IN_PLACE:
+                why = f"rlrun opens {name} in place"
+            elif not target.is_relative_to(root):
+                why = "it leads out of the run"
+            else:
+                continue
+            raise RunDirError(
+                f"{link} is a link to {target}, and {why}: rlrun never writes through a link; "
+                "replace it by a copy of what it points to, or remove it"
+            )
+
+
+def kept_rows(path: Path, resume_step: int | None) -> list[str]:
+    """The rows (header first) of a CSV file of `CSV_HEADERS` that a run continued at `resume_step` keeps:
+    those up to that env step (the first field); all of them for None. An unfinished last line (no line
+    ending: a write cut by a kill, after the last checkpoint) is dropped. A row that does not parse is
+    refused with `RunDirError`, naming the file and the line: a damaged file is never silently rewritten."""
+    path = Path(path)
+    header = CSV_HEADERS[path.name]
+    if not path.exists():
+        return [header]
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise RunDirError(f"{path} is damaged (not text); fix or remove it to continue the run") from None
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines.pop()
+    kept = [header]
+    width = len(header.split(","))
+    for number, line in enumerate(lines, 1):
+        fields = next(csv.reader([line]), [])
+        if number == 1:
+            ok = line.rstrip("\r\n") == header
+        else:
+            ok = len(fields) == width and fields[0].isascii() and fields[0].isdigit()
+        if not ok:
+            expected = "the header " + header if number == 1 else f"{width} fields, an env step first"
+            raise RunDirError(
+                f"{path}, line {number}: {line.rstrip()!r} is damaged (expected {expected}); "
+                "fix or remove that line to continue the run"
+            )
+        if number > 1 and (resume_step is None or int(fields[0]) <= resume_step):
+            kept.append(line.rstrip("\r\n"))
+    return kept
+
+
+def check_rows(path: Path) -> None:
+    """Refuse a directory where a CSV file rlrun appends to (`CSV_HEADERS`), anywhere under it, is damaged."""
+    for parent, _, files in os.walk(Path(path)):
+        for name in files:
+            if name in CSV_HEADERS:
+                kept_rows(Path(parent, name), None)

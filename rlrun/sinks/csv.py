@@ -11,19 +11,16 @@ from typing import Any
 
 from rlrun import rundir
 
-HEADER = "env_step,tag,value"
+HEADER = rundir.CSV_HEADERS["scalars.csv"]
 
 
 class CsvSink:
     def __init__(self, out_dir: Path, resume_step: int | None = None):
         """With `resume_step`, rows a dead process wrote after that step are dropped."""
         self.path = Path(out_dir) / "scalars.csv"
-        kept = [HEADER]
-        if resume_step is not None and self.path.exists():
-            rows = self.path.read_text().splitlines()[1:]
-            kept += [r for r in rows if int(r.split(",", 1)[0]) <= resume_step]
+        kept = [HEADER] if resume_step is None else rundir.kept_rows(self.path, resume_step)
         rundir.write_text(self.path, "".join(row + "\n" for row in kept))
-        self._file = open(self.path, "a", newline="")  # noqa: SIM115  (closed in close())
+        self._file = rundir.open_append(self.path)  # closed in close(); never through a link
         self._rows = csv.writer(self._file, lineterminator="\n")
 
     def start(self, params: dict[str, Any], config_yaml: str) -> None:
