@@ -189,9 +189,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         cfg, weights, out_dir = load_policy(path, device, opts["env.id"])
         if opts["video"]:
             check_video_extra()
+            rundir.check_links(out_dir)  # videos go into the run: never through a link out of it
         video_dir = new_video_dir(out_dir, opts["seed"]) if opts["video"] else None
         returns, videos = play(cfg, weights, opts, device, video_dir)
-    except (ConfigError, ckpt.CheckpointError) as e:
+    except (ConfigError, ckpt.CheckpointError, rundir.RunDirError) as e:
         fail(2, str(e))
     except RuntimeError as e:  # weights of another shape than the config's network
         fail(2, f"the weights in {path} do not fit their config: {str(e).splitlines()[0]}")

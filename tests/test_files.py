@@ -124,6 +124,18 @@ def test_a_resume_refuses_a_run_holding_a_link_it_would_write_through(finished_r
     assert digest(run) == before
 
 
+def test_evaluate_never_writes_videos_through_a_linked_videos_directory(finished_run, tmp_path):
+    run = copy_run(finished_run, tmp_path / "run")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (run / "videos").symlink_to(outside)
+    before = digest(run)
+    proc = cli("rlrun.evaluate", run, "episodes=1", "video=true", rc=2)
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"{run / 'videos'} is a link" in proc.stderr
+    assert not list(outside.iterdir()) and digest(run) == before
+
+
 def test_links_within_the_run_are_allowed_and_links_out_of_it_refused(tmp_path):
     run = tmp_path / "run"
     (run / "wandb" / "run-1").mkdir(parents=True)
