@@ -52,6 +52,8 @@ def _read(path: Path, what: str, parse: Any, kind: type) -> Any:
         value = parse(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as e:  # JSONDecodeError is a ValueError
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:  # what is wrong, and where
+            reason = f"{e.problem}, line {e.problem_mark.line + 1}"
         raise DamagedJob(f"{path.name} is not {what} ({reason})") from None
     if not isinstance(value, kind):
         raise DamagedJob(f"{path.name} holds a {type(value).__name__}, not a {kind.__name__}")
