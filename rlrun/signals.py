@@ -20,10 +20,12 @@ in_sweep = False  # set by the command line: a sweep keeps the jobs it ran
 
 
 def _stop_now(signum: int, frame: Any) -> None:
-    from rlrun import rundir
-
+    # Nothing is imported here: a signal can land in the middle of an import (a half-made `logging` or
+    # `dataclasses`), and importing from the handler then fails. A process that has not imported
+    # rlrun.rundir owns no run directory.
+    rundir: Any = sys.modules.get("rlrun.rundir")
     name = signal.Signals(signum).name
-    owned = rundir.owned_paths()
+    owned = rundir.owned_paths() if rundir is not None else []
     kept = [path for path in owned if (path / "checkpoint.pt").exists()]
     removed = [path for path in owned if rundir.discard_unstarted(path, release=False)]
     if kept:

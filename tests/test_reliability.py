@@ -364,6 +364,20 @@ def test_a_signal_before_the_loop_starts_leaves_no_directory(tmp_path):
             assert proc.returncode == 75 and (tmp_path / "run" / ckpt.LATEST).exists()
 
 
+def test_a_signal_during_the_imports_imports_nothing_from_its_handler():
+    """A signal can land while a module is half imported (the flaky case of the test above: `filelock`
+    meeting a half-made `logging`); the handler must not import anything then. Here any import of filelock
+    fails, as it would mid-import, and rlrun.rundir is not imported yet: one line, exit 143."""
+    probe = (
+        "import os, signal, sys; from rlrun import signals; signals.stop_on_signal(); "
+        "assert 'rlrun.rundir' not in sys.modules; sys.modules['filelock'] = None; "
+        "os.kill(os.getpid(), signal.SIGTERM)"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=ENV, timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert proc.stderr == "rlrun: stopped by SIGTERM before the run started; nothing was written\n", proc.stderr
+
+
 def test_keys_of_every_option_are_in_the_schema(compose):
     """Every group option and preset composes into a config the schema accepts (no stray keys)."""
     from rlrun.validate import validate
