@@ -43,6 +43,8 @@ USAGE = (
 
 # Keys a resumed run may change: they do not change the experiment, only its length and reporting.
 RESUME_SAFE = ("total_steps", "stop_on_solve", "log", "eval", "checkpoint", "device", "logger", "resume")
+# The options of the logger group (conf/logger/): the only names a resume takes from a checkpoint's logger node.
+LOGGER_OPTIONS = ("tensorboard", "csv", "mlflow", "wandb")
 
 
 def resume_config(run_dir: Path, saved: DictConfig, overrides: list[str], composed: DictConfig) -> DictConfig:
@@ -54,8 +56,9 @@ def resume_config(run_dir: Path, saved: DictConfig, overrides: list[str], compos
         key, _, _ = override.lstrip("+~").partition("=")
         top = key.split(".")[0].split("/")[0]
         if top in RESUME_SAFE:
-            if top != "resume":
-                OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
+            if top != "resume":  # a group (logger=[...]) is merged onto its typed node, a value replaced
+                value = OmegaConf.select(composed, key)
+                OmegaConf.update(cfg, key, value, merge=isinstance(value, DictConfig))
         elif OmegaConf.select(composed, key) != OmegaConf.select(cfg, key):
             raise ConfigError(
                 key,
@@ -69,6 +72,12 @@ def resume_config(run_dir: Path, saved: DictConfig, overrides: list[str], compos
 def load_checkpoint(run_dir: Path, env_id: str | None = None) -> tuple[DictConfig, dict[str, Any]]:
     """The run's saved config (checked and rebuilt on rlrun's schemas) and its newest loadable checkpoint;
     `env_id`: the id the command line gives, which may confirm a saved `module:` id."""
+    state = load_state(run_dir)
+    return saved_run_config(run_dir, state, env_id), state
+
+
+def load_state(run_dir: Path) -> dict[str, Any]:
+    """The run's newest loadable checkpoint (the previous one, said on stderr, when the newest is damaged)."""
     if not run_dir.is_dir() or not rundir.holds_run(run_dir):
         raise ConfigError("resume", str(run_dir), "an existing run directory of rlrun")
     try:
@@ -88,10 +97,26 @@ def load_checkpoint(run_dir: Path, env_id: str | None = None) -> tuple[DictConfi
             f"rlrun: warning: {run_dir / ckpt.LATEST} is damaged; resuming from {path.name} (step {state['step']})",
             file=sys.stderr,
         )
+    return state
+
+
+def saved_run_config(run_dir: Path, state: dict[str, Any], env_id: str | None) -> DictConfig:
     try:
-        return saved_config.from_disk(state["config"], env_id), state
+        return saved_config.from_disk(state["config"], env_id)
     except ConfigError as e:
         raise ConfigError("resume", str(run_dir), f"a checkpoint whose config rlrun accepts ({e})") from None
+
+
+def with_saved_backends(overrides: list[str], saved: Any) -> list[str]:
+    """`overrides`, led by `logger=[<the run's backends>]` when they set `logger.<backend>.*` options without
+    choosing the backends (`resume <run> logger.mlflow.tracking_uri=...`). Only the names of rlrun's own
+    logger options are taken from the checkpoint."""
+    keys = [o.lstrip("+~").partition("=")[0] for o in overrides]
+    logger = saved.get("logger") if isinstance(saved, dict) else None
+    if "logger" in keys or not any(k.startswith("logger.") for k in keys) or not isinstance(logger, dict):
+        return overrides
+    backends = [name for name in LOGGER_OPTIONS if logger.get(name) is not None]
+    return [f"logger=[{','.join(backends)}]", *overrides]
 
 
 def batched_group(job_dir: Path) -> Path | None:
@@ -133,8 +158,9 @@ def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
         if not run_dir.is_dir() or not rundir.holds_run(run_dir):
             raise ConfigError("resume", str(run_dir), "an existing run directory of rlrun")
         rundir.claim(run_dir)  # before reading anything: a concurrent resume is refused here
-        composed = preflight.task_config(preflight.compose(overrides))
-        saved, state = load_checkpoint(run_dir, saved_config.command_line_env_id(overrides, composed))
+        state = load_state(run_dir)
+        composed = preflight.task_config(preflight.compose(with_saved_backends(overrides, state["config"])))
+        saved = saved_run_config(run_dir, state, saved_config.command_line_env_id(overrides, composed))
         cfg = resume_config(run_dir, saved, overrides, composed)
         preflight.check_job(cfg, {})
         check_agent_dirs(cfg, run_dir, new=False)  # the agents' own dirs: refused before the record below

@@ -96,6 +96,43 @@ def test_local_mlflow_stores_are_checked_on_disk_without_being_made(tmp_path, mo
     check_backends({"mlflow": {"tracking_uri": None}, "wandb": {"mode": "offline"}}, {})
 
 
+def test_a_resume_into_another_mlflow_store_starts_a_new_mlflow_run_there(tmp_path):
+    """A resume may log elsewhere than the run did (saved locations are never used: issue 28); the MLflow
+    run id in mlflow_run.json is then unknown to that store, and a new MLflow run is made there. A
+    `logger.mlflow.*` option alone keeps the run's backends; `logger=[...]` chooses them."""
+    pytest.importorskip("mlflow")
+    proc, _ = run_train(tmp_path, "logger=[tensorboard,mlflow]")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (tmp_path / "other").mkdir()
+    for steps, backends in ((960, []), (1280, ["logger=[tensorboard,mlflow]"])):
+        uri = f"sqlite:///{tmp_path / 'other' / f'{steps}.db'}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "rlrun.resume", tmp_path / "run", f"total_steps={steps}", *backends]
+            + [f"logger.mlflow.tracking_uri={uri}"],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            timeout=300,
+        )
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        assert summary["env_steps"] == steps and summary["logged_to"]["mlflow"]["tracking_uri"] == uri
+
+
+def test_a_resume_takes_only_logger_option_names_from_a_checkpoint():
+    from rlrun.cli import config_groups
+    from rlrun.resume import LOGGER_OPTIONS, with_saved_backends
+
+    assert sorted(LOGGER_OPTIONS) == config_groups()["logger"]
+    saved = {"logger": {"tensorboard": {}, "mlflow": {"tracking_uri": None}, "../../evil": {}, "wandb": None}}
+    assert with_saved_backends(["logger.mlflow.experiment=x"], saved) == [
+        "logger=[tensorboard,mlflow]",
+        "logger.mlflow.experiment=x",
+    ]
+    assert with_saved_backends(["total_steps=5"], saved) == ["total_steps=5"]
+    assert with_saved_backends(["logger=[csv]", "logger.csv.x=1"], saved) == ["logger=[csv]", "logger.csv.x=1"]
+
+
 # --- Ray: a job whose worker dies -----------------------------------------------------------------------
 
 

@@ -5,7 +5,7 @@ MLflow's telemetry is off, so nothing is written outside the run directory; `log
 (or `$MLFLOW_TRACKING_URI`) sends the runs to a server or a shared store instead. Params are the
 flattened config, metrics the scalars (sent in batches), and the summary's numbers are `summary/*`
 metrics with `summary.json` and `config.yaml` as artifacts. The run id is kept in `mlflow_run.json` in the
-agent's directory: a resumed run continues the same MLflow run.
+agent's directory: a resumed run continues the same MLflow run where its store holds it (else a new one).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from rlrun import rundir
@@ -46,8 +47,9 @@ class MLflowSink:
             uri, artifacts = local_store(run)
         self.uri, self.client = uri, MlflowClient(tracking_uri=uri)
         state = run.dir / STATE_FILE
-        if run.resume_step is not None and state.exists():
-            self.run_id = json.loads(state.read_text())["run_id"]
+        resumed = self._resumed_run(state) if run.resume_step is not None else None
+        if resumed is not None:
+            self.run_id = resumed
             self.client.update_run(self.run_id, status="RUNNING")
         else:
             experiment_id = self._experiment(experiment or run.experiment, artifacts)
@@ -56,6 +58,18 @@ class MLflowSink:
             rundir.write_text(state, json.dumps({"tracking_uri": uri, "run_id": self.run_id}, indent=2) + "\n")
         self._metrics: list[Any] = []
         self._sent = time.monotonic()
+
+    def _resumed_run(self, state: Path) -> str | None:
+        """The MLflow run a resumed run continues: the one in `mlflow_run.json`, if this store holds it (a
+        resume may log to another store than the run did: then it starts a new MLflow run there)."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            run_id = json.loads(state.read_text())["run_id"]
+            self.client.get_run(run_id)
+        except (OSError, ValueError, KeyError, TypeError, MlflowException):
+            return None
+        return str(run_id)
 
     def _experiment(self, name: str, artifact_location: str | None) -> str:
         from mlflow.exceptions import MlflowException
