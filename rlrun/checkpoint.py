@@ -196,6 +196,17 @@ def env_state(envs: Any) -> dict[str, Any]:
 
 
 def restore_env_state(envs: Any, state: dict[str, Any]) -> None:
+    """Put `env_state`'s values back; `CheckpointError` when they do not fit these envs (another env or
+    vectorization than the checkpoint's: a crafted or edited config)."""
+    try:
+        _restore_env_state(envs, state)
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as e:
+        raise CheckpointError(
+            f"the checkpoint's env state does not fit these envs ({type(e).__name__}: {str(e)[:200]})"
+        ) from None
+
+
+def _restore_env_state(envs: Any, state: dict[str, Any]) -> None:
     vector_chain = _chain(envs)
     for w, s in zip(vector_chain, state["vector"]):
         _apply(w, s)

@@ -210,6 +210,20 @@ def test_a_saved_mlflow_tracking_uri_is_not_used_on_resume(tmp_path):
 # --- 4. empty checkpoint files ----------------------------------------------------------------------
 
 
+def test_a_checkpoint_whose_env_state_does_not_fit_its_envs_is_refused(runs, tmp_path):
+    """An edited config that makes other envs than the checkpoint's (here the sync vector env for a
+    numpy CartPole run): one line, exit 2, the run unchanged (it was an AttributeError traceback)."""
+    run = copy(runs, "single", tmp_path)
+    set_saved(run, "sync", key=("env", "vectorization"))
+    before = digest(run)
+    proc = cli("rlrun.resume", run, "total_steps=960", rc=2)
+    assert proc.stderr.strip().endswith(
+        "does not fit these envs (AttributeError: 'NoneType' object has no attribute 'bit_generator')"
+    )
+    after = digest(run)  # the refused resume's own record (.hydra/resume_<time>/) and events file aside
+    assert {name: after.get(name) for name in before} == before
+
+
 def test_an_empty_file_is_a_damaged_checkpoint(tmp_path):
     (tmp_path / ckpt.LATEST).write_bytes(b"")
     with pytest.raises(ckpt.CheckpointError, match="empty"):
