@@ -121,14 +121,17 @@ def _release(path: Path) -> None:
 
 @contextlib.contextmanager
 def owned(path: Path) -> Iterator[None]:
-    """Own `path` for the block, unless this process already owns it (then the outer owner releases)."""
+    """Own `path` for the block, unless this process already owns it (then the outer owner releases), and
+    with it every directory claimed inside the block (a run's agent directories)."""
     already = Path(path).resolve() in _OWNED
+    before = set(_OWNED)
     claim(path)
     try:
         yield
     finally:
         if not already:
-            _release(path)
+            for claimed in [p for p in _OWNED if p not in before]:
+                _release(claimed)
 
 
 def discard_unstarted(path: Path, release: bool = True) -> bool:

@@ -134,15 +134,36 @@ def test_a_group_run_dir_never_takes_a_finished_job_as_an_agent_dir(sweep, tmp_p
     assert not (copy / ".batched" / "jobs9-10").exists() and not (tmp_path / "elsewhere").exists()
 
 
-def test_agent_dirs_are_owned_for_the_run(compose, tmp_path):
-    """Each agent directory is locked by the process that trains it, as its run directory is."""
+def test_agent_dirs_are_owned_for_the_run(compose, tmp_path, monkeypatch):
+    """Each agent directory is locked by the process that trains it while it trains, as its run directory
+    is, and released with it when `train` returns (a notebook that trained agents can resume them in a
+    subprocess)."""
+    from rlrun.loop import Trainer
     from rlrun.run import train as train_in_process
 
     out = tmp_path / "run"
+    agents = (out / "seed=0", out / "mine")
+
+    def locked(agent):
+        with open(agent / rundir.LOCK_NAME, "a") as f:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+            return False
+
+    seen, run = {}, Trainer.run
+
+    def run_and_look(self):
+        seen.update({agent: locked(agent) for agent in agents})
+        return run(self)
+
+    monkeypatch.setattr(Trainer, "run", run_and_look)
     train_in_process(compose(*TINY, "agents=[{seed:0},{seed:1,dir:mine}]"), out)
-    for agent in (out / "seed=0", out / "mine"):
-        with open(agent / rundir.LOCK_NAME, "a") as f, pytest.raises(BlockingIOError):
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    assert seen == {agent: True for agent in agents}
+    assert [locked(agent) for agent in agents] == [False, False]
+    assert not set(rundir.owned_paths()) & {out, *agents}
 
 
 # --- 3. typos in agent values, 4. launcher settings: one line, exit 2, nothing written ----------------
