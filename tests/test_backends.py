@@ -113,10 +113,14 @@ def test_a_resume_into_another_mlflow_store_starts_a_new_mlflow_run_there(tmp_pa
             text=True,
             env=ENV,
             timeout=300,
+            cwd=tmp_path,
         )
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
         summary = json.loads((tmp_path / "run" / "summary.json").read_text())
         assert summary["env_steps"] == steps and summary["logged_to"]["mlflow"]["tracking_uri"] == uri
+    # the new store's artifacts lie next to its database, not in the working directory (MLflow's default)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "run"]
+    assert (tmp_path / "other" / "artifacts").is_dir()
 
 
 def test_a_resume_takes_only_logger_option_names_from_a_checkpoint():

@@ -33,6 +33,14 @@ def local_store(run: SinkRun) -> tuple[str, str]:
     return f"sqlite:///{store.resolve() / 'mlflow.db'}", (store / "artifacts").resolve().as_uri()
 
 
+def sqlite_artifacts(uri: str) -> str | None:
+    """Where a new experiment in a SQLite store keeps its artifacts: `artifacts/` next to the database (MLflow's
+    own default is `./mlruns` in the working directory, which is no place of the run's or the store's)."""
+    if not uri.startswith("sqlite:///"):
+        return None  # a server decides for itself
+    return (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").resolve().as_uri()
+
+
 class MLflowSink:
     def __init__(self, run: SinkRun, tracking_uri: str | None = None, experiment: str | None = None):
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it writes ~/.config/mlflow and calls home
@@ -41,8 +49,8 @@ class MLflowSink:
         for name in ("mlflow", "alembic"):  # "Creating initial MLflow database tables..." is not for users
             logging.getLogger(name).setLevel(logging.WARNING)  # after the import, which sets mlflow's to INFO
 
-        artifacts = None
         uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        artifacts = sqlite_artifacts(uri) if uri else None
         if not uri:
             uri, artifacts = local_store(run)
         self.uri, self.client = uri, MlflowClient(tracking_uri=uri)
