@@ -72,10 +72,12 @@ def test_stacked_network_is_each_agent_exactly(dueling, layer_norm):
     out = stacked(x)
     assert out.shape == (K, 64, 2)
     for k, net in enumerate(nets):
-        if dueling:  # the 1-output value head is a matrix-vector product for one agent: round-off only
-            assert torch.allclose(out[k], net(x[k]), atol=1e-6)
-        else:
-            assert torch.equal(out[k], net(x[k]))
+        # One agent's batched matmul and its own linear layer sum in the same order where the CPU's GEMM
+        # kernels agree (bitwise on AVX-512 Xeons); on others (AVX2 EPYCs) a small output layer may differ
+        # by an ulp, and the dueling head's 1-output value layer is a matrix-vector product: round-off only.
+        # Whole runs still play the same episodes as their single runs on both
+        # (test_each_agent_of_a_batched_run_is_its_single_seed_run).
+        assert torch.allclose(out[k], net(x[k]), rtol=0, atol=1e-6)
         state = stacked.agent_state_dict(k)
         assert state.keys() == net.state_dict().keys()
         fresh = QNetwork(4, 2, hidden_sizes=(32, 32), dueling=dueling, layer_norm=layer_norm)
