@@ -96,6 +96,7 @@ def test_local_mlflow_stores_are_checked_on_disk_without_being_made(tmp_path, mo
     check_backends({"mlflow": {"tracking_uri": None}, "wandb": {"mode": "offline"}}, {})
 
 
+@pytest.mark.slow  # MLflow's import and two resumes (~50 s)
 def test_a_resume_into_another_mlflow_store_starts_a_new_mlflow_run_there(tmp_path):
     """A resume may log elsewhere than the run did (saved locations are never used: issue 28); the MLflow
     run id in mlflow_run.json is then unknown to that store, and a new MLflow run is made there. A

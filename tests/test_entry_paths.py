@@ -123,6 +123,7 @@ def test_an_env_that_raises_after_a_checkpoint_keeps_it_and_the_run_resumes(tmp_
     assert steps == sorted(steps) and max(steps) > 320
 
 
+@pytest.mark.slow  # a sweep (~15 s); a failing sweep job is in test_sweeps
 def test_an_env_that_raises_fails_its_sweep_job_alone(tmp_path):
     proc = with_raising_env(
         "rlrun.train", "-m", *TINY, "env.id=rlrun_tests/RaisesEarly-v0", "seed=0,1", f"hydra.sweep.dir={tmp_path}/s"

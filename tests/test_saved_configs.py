@@ -113,6 +113,7 @@ def test_a_saved_module_env_id_is_refused_by_evaluate_and_resume_of_a_single_run
     assert (run / "SENTINEL").exists()
 
 
+@pytest.mark.slow  # a confirmation path (~20 s); refusals are in the default run
 def test_a_module_env_id_given_on_the_command_line_trains_and_resumes_when_given_again(tmp_path):
     (tmp_path / "helpers.py").write_text(HELPERS)
     run = tmp_path / "run"
@@ -126,6 +127,7 @@ def test_a_module_env_id_given_on_the_command_line_trains_and_resumes_when_given
     assert (tmp_path / "SENTINEL").exists() and torch.load(run / ckpt.LATEST, weights_only=True)["step"] == 960
 
 
+@pytest.mark.slow  # four kinds of runs (~60 s); the single run's paths are in the default run
 def test_a_saved_module_env_id_is_refused_for_seeds_agents_pqn_and_batched_groups(runs, tmp_path):
     seeds = copy(runs, "seeds", tmp_path)
     set_saved(seeds, MODULE_ID, hydra_configs=[seeds / "seed=0" / ".hydra" / "config.yaml"])
@@ -193,6 +195,7 @@ def test_interpolations_are_found_anywhere_and_named():
 # --- 3. a checkpoint's logger settings never choose where data goes ---------------------------------
 
 
+@pytest.mark.slow  # MLflow's import and store (~25 s)
 @pytest.mark.skipif(importlib.util.find_spec("mlflow") is None, reason="the mlflow extra is not installed")
 def test_a_saved_mlflow_tracking_uri_is_not_used_on_resume(tmp_path):
     run = tmp_path / "run"
