@@ -26,6 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+import rlrun
 from rlrun import preflight, rundir, signals
 from rlrun.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSource
 from rlrun.jobs import EXIT_CONFIG, EXIT_OS, fail, run_job
@@ -56,6 +57,9 @@ def main() -> None:
     """Entry point: check the command (nothing is written for a refused one), then run it."""
     signals.stop_on_signal()
     args = sys.argv[1:]
+    if "--version" in args:  # rlrun's, with Hydra's (Hydra's own flag would print only its version)
+        print(f"rlrun {rlrun.__version__} (Hydra {hydra.__version__})")
+        return
     if "--help" in args or "-h" in args:
         try:
             print_help(args)

@@ -39,6 +39,9 @@ USAGE = (
 )
 
 
+BOOLEANS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
+
+
 def fail(code: int, message: str) -> NoReturn:
     print(f"rlrun.evaluate: {message}", file=sys.stderr)
     sys.exit(code)
@@ -59,7 +62,9 @@ def parse(argv: list[str]) -> tuple[Path, dict[str, Any]]:
             except ValueError:
                 fail(2, f"{key} must be an integer, got {value!r}")
         elif key == "video":
-            opts[key] = value.lower() in ("1", "true", "yes")
+            if value.lower() not in BOOLEANS:
+                fail(2, f"video must be one of {', '.join(BOOLEANS)}, got {value!r}")
+            opts[key] = BOOLEANS[value.lower()]
         else:
             opts[key] = value
     if opts["episodes"] < 1:
@@ -86,6 +91,8 @@ def load_policy(path: Path, device: torch.device, env_id: str | None = None) -> 
     """(config, network weights, directory) from a run directory, a checkpoint file or a model.pt.
     Nothing read chooses which code runs: configs are checked and rebuilt on rlrun's schemas
     (`rlrun.saved.from_disk`); `env_id` is the command line's, which may confirm a saved `module:` id."""
+    if not path.exists():
+        fail(2, f"{path} does not exist: give a run directory, its checkpoint.pt or its model.pt")
     if path.is_dir():
         agents = sorted(path.glob("seed=*/model.pt"))
         if agents:  # a batched run (seeds=K): each agent is evaluated on its own, like a single-seed run

@@ -181,3 +181,19 @@ def test_help_into_a_closed_pipe_ends_quietly():
     proc.stdout.close()  # the reader is gone before the help is written
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 0 and "Traceback" not in err, err
+
+
+def test_version_is_rlruns():
+    proc = run_train("--version")
+    assert proc.returncode == 0 and re.fullmatch(r"rlrun \d+\.\d+\.\d+ \(Hydra 1\.3\.\d+\)\n", proc.stdout), proc
+
+
+def test_the_batched_launcher_counts_in_words():
+    from hydra_plugins.rlrun_batched_launcher.batched_launcher import counted
+
+    assert [counted(1, "process", "es"), counted(4, "process", "es"), counted(1, "job"), counted(20, "job")] == [
+        "1 process",
+        "4 processes",
+        "1 job",
+        "20 jobs",
+    ]

@@ -55,3 +55,20 @@ def test_video(run_dir):
     recorded = json.loads((run_dir / "evaluation.json").read_text())["returns"]
     proc = cli("-m", "rlrun.evaluate", str(run_dir), "episodes=1")
     assert json.loads((run_dir / "evaluation.json").read_text())["returns"] == recorded
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["run", "video=ture"], "video must be one of true, false, 1, 0, yes, no, got 'ture'"),  # was silently false
+        (["no/such/run"], "no/such/run does not exist: give a run directory, its checkpoint.pt or its model.pt"),
+    ],
+)
+def test_a_typo_or_a_missing_path_is_one_line(tmp_path, capsys, argv, says):
+    from rlrun import evaluate
+
+    with pytest.raises(SystemExit) as stop:
+        evaluate.main([str(tmp_path / argv[0]) if argv[0] == "no/such/run" else argv[0], *argv[1:]])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.strip().endswith(says[-60:]), err

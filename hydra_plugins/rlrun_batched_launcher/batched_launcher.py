@@ -40,6 +40,11 @@ class BatchedLauncherConf:
 ConfigStore.instance().store(group="hydra/launcher", name="rlrun_batched", node=BatchedLauncherConf, provider="rlrun")
 
 
+def counted(n: int, noun: str, plural: str = "s") -> str:
+    """`1 process`, `4 processes`."""
+    return f"{n} {noun}{plural if n != 1 else ''}"
+
+
 class BatchedLauncher(Launcher):
     def __init__(self, max_agents: int = 64, n_jobs: int = 1) -> None:
         if max_agents < 1 or n_jobs < 1:
@@ -93,7 +98,7 @@ class BatchedLauncher(Launcher):
             plain.append(OmegaConf.to_container(task_cfg, resolve=True))
         chunks = batching.plan_chunks([from_saved(p) for p in plain], self.max_agents, self.n_jobs)
         log.info(
-            f"Batched launcher: {len(job_overrides)} jobs in {len(chunks)} processes "
+            f"Batched launcher: {counted(len(job_overrides), 'job')} in {counted(len(chunks), 'process', 'es')} "
             f"(at most {self.max_agents} agents each, {self.n_jobs} at a time)"
         )
         work = []
