@@ -154,8 +154,8 @@ def test_a_saved_module_env_id_is_refused_for_seeds_agents_pqn_and_batched_group
     assert {d: digest(d) for d in before} == before
 
 
-def test_module_ids_are_refused_only_where_a_config_is_read_from_disk(runs):
-    config = yaml.safe_load((runs / "single" / ".hydra" / "config.yaml").read_text())
+def test_module_ids_are_refused_only_where_a_config_is_read_from_disk(compose):
+    config = OmegaConf.to_container(compose())  # as a run's .hydra/config.yaml holds it
     config["env"]["id"] = MODULE_ID
     assert from_saved(config).env.id == MODULE_ID  # a command line's config (batching, the launcher)
     with pytest.raises(ConfigError, match="module"):
