@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlrun import rundir
 from rlrun.appconfig import RLRUN_CONFIG, ConfigSource, initialized
+from rlrun.overrides import integral, may_be_integral, nearest_key
 from rlrun.sinks.reachable import check_backends
 from rlrun.validate import ConfigError, validate
 
@@ -59,36 +60,65 @@ def one_line(error: BaseException) -> str:
 
 def compose(overrides: list[str], source: ConfigSource = RLRUN_CONFIG) -> DictConfig:
     """The config of one job, with its `hydra` node (ConfigError for anything Hydra refuses), composed from
-    `source` (rlrun's own config, or the one `--config-name/-path/-dir` choose)."""
+    `source` (rlrun's own config, or the one `--config-name/-path/-dir` choose). Integral floats given to
+    integer keys count as integers (`rlrun.overrides.integral`: `total_steps=1e5`)."""
+    if any(may_be_integral(o) for o in overrides):
+        overrides = integral_overrides(overrides, source)
+    try:
+        return _hydra_compose(overrides, source)
+    except Exception as e:  # Hydra's and OmegaConf's composition errors of every kind
+        raise CompositionError(_explained(e, overrides, source)) from None
+
+
+def _hydra_compose(overrides: list[str], source: ConfigSource) -> DictConfig:
     from hydra import compose as hydra_compose
 
     from rlrun.config import register_configs
 
     register_configs()
+    with initialized(source):
+        return hydra_compose(config_name=source.config_name, overrides=overrides, return_hydra_config=True)
+
+
+def integral_overrides(overrides: list[str], source: ConfigSource) -> list[str]:
+    """`overrides` with integral float literals of integer keys as integers, the keys' types read from the
+    config the other overrides compose (their group choices included); unchanged if those do not compose."""
     try:
-        with initialized(source):
-            return hydra_compose(config_name=source.config_name, overrides=overrides, return_hydra_config=True)
-    except Exception as e:  # Hydra's and OmegaConf's composition errors of every kind
-        raise CompositionError(one_line(e) + _nearest_key(overrides, source)) from None
+        defaults = _hydra_compose([o for o in overrides if not may_be_integral(o)], source)
+    except Exception:  # the error is reported when the whole command line is composed
+        return overrides
+    return integral(overrides, defaults)
 
 
-def _nearest_key(overrides: list[str], source: ConfigSource) -> str:
-    """' (did you mean total_steps?)' for the first override whose key the default config lacks."""
-    import difflib
+def normalized_argv(argv: list[str]) -> list[str]:
+    """A command line with its integral float literals of integer keys as integers (`total_steps=1e5`),
+    for Hydra's app, which reads the command line itself."""
+    from hydra._internal.utils import get_args_parser
 
-    if not overrides:
-        return ""
-    defaults = compose([], source)
-    for override in overrides:
-        key = override.lstrip("+~").split("=", 1)[0]
-        parent, _, name = key.rpartition(".")
-        node = OmegaConf.select(defaults, parent) if parent else defaults
-        if "/" in key or not isinstance(node, DictConfig) or name in node:
-            continue
-        near = difflib.get_close_matches(name, [str(k) for k in node], n=1)
-        if near:
-            return f" (did you mean {parent + '.' if parent else ''}{near[0]}?)"
-    return ""
+    try:
+        args = get_args_parser().parse_args(argv)
+    except SystemExit:  # argparse's own usage error: Hydra reports it
+        return argv
+    if not any(may_be_integral(o) for o in args.overrides):
+        return argv
+    fixed = dict(zip(args.overrides, integral_overrides(args.overrides, ConfigSource.from_args(args))))
+    return [fixed.get(a, a) for a in argv]
+
+
+def _explained(error: Exception, overrides: list[str], source: ConfigSource) -> str:
+    """Hydra's message as one line; an unknown key that has a near name gets rlrun's own line instead of
+    Hydra's advice to append it with `+`."""
+    message = one_line(error)
+    try:
+        found = nearest_key(overrides, _hydra_compose([], source)) if overrides else None
+    except Exception:
+        found = None
+    if found is None:
+        return message
+    key, near = found
+    if f"override '{key}'" in message:
+        return f"no key {key} in the config (did you mean {near}?)"
+    return f"{message} (did you mean {near}?)"
 
 
 class CompositionError(ConfigError):

@@ -1,0 +1,63 @@
+"""A command line's `key=value` overrides, read against the default config before Hydra composes them.
+
+- `nearest_key`: an override of a key the config lacks (`netwrok=dueling`, `algo.gama=0.5`) is refused
+  with rlrun's own line, naming the nearest key, instead of Hydra's advice to append it with `+`.
+- `integral`: `total_steps=1e5` is Hydra's float 100000.0, which an integer key refuses; an integral
+  float literal given to an integer key is rewritten as the integer (`total_steps=100000`). Anything else
+  (a fraction, a sweep, a key that is not an integer) is left to Hydra and the schema.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.nodes import IntegerNode
+
+# A float literal that may stand for an integer: 1e5, 2.5e4, 100000.0 (not 0.5, not 1e-3's fraction)
+FLOAT_LITERAL = re.compile(r"[+-]?(\d+\.\d*|\d*\.\d+|\d+)([eE][+-]?\d+)?")
+
+
+def split(override: str) -> tuple[str, str | None]:
+    """(key, value) of `key=value` (`+key=value`, `~key`), the value None where there is none."""
+    key, sep, value = override.lstrip("+~").partition("=")
+    return key, value if sep else None
+
+
+def nearest_key(overrides: list[str], defaults: DictConfig) -> tuple[str, str] | None:
+    """(key, nearest existing key) for the first override whose key the config lacks and that has a near
+    name; None if there is none."""
+    for override in overrides:
+        key, _ = split(override)
+        parent, _, name = key.rpartition(".")
+        node = OmegaConf.select(defaults, parent) if parent else defaults
+        if "/" in key or not isinstance(node, DictConfig) or name in node:
+            continue
+        near = difflib.get_close_matches(name, [str(k) for k in node], n=1)
+        if near:
+            return key, f"{parent + '.' if parent else ''}{near[0]}"
+    return None
+
+
+def may_be_integral(override: str) -> bool:
+    """Whether the value could be an integral float literal (cheap: before any config is composed)."""
+    _, value = split(override)
+    return value is not None and FLOAT_LITERAL.fullmatch(value) is not None and not value.isdigit()
+
+
+def integral(overrides: list[str], defaults: DictConfig) -> list[str]:
+    """`overrides` with each integral float literal given to an integer key of `defaults` as an integer."""
+    out = []
+    for override in overrides:
+        key, value = split(override)
+        if may_be_integral(override) and not override.startswith("~"):
+            assert value is not None
+            number = float(value)
+            parent, _, name = key.rpartition(".")
+            node = OmegaConf.select(defaults, parent) if parent else defaults
+            is_int = isinstance(node, DictConfig) and name in node and isinstance(node._get_node(name), IntegerNode)
+            if is_int and number.is_integer() and abs(number) < 2**63:
+                override = override[: len(override) - len(value)] + str(int(number))
+        out.append(override)
+    return out
