@@ -94,12 +94,12 @@ def load_policy(path: Path, device: torch.device, env_id: str | None = None) -> 
     if not path.exists():
         fail(2, f"{path} does not exist: give a run directory, its checkpoint.pt or its model.pt")
     if path.is_dir():
-        agents = sorted(path.glob("seed=*/model.pt"))
-        if agents:  # a batched run (seeds=K): each agent is evaluated on its own, like a single-seed run
+        agent_models = sorted(path.glob("seed=*/model.pt"))
+        if agent_models:  # a batched run (seeds=K): each agent is evaluated on its own, like a single-seed run
             fail(
                 2,
-                f"{path} is a batched run of {len(agents)} agents; evaluate one of them: "
-                + ", ".join(str(a.parent) for a in agents),
+                f"{path} is a batched run of {len(agent_models)} agents; evaluate one of them: "
+                + ", ".join(str(a.parent) for a in agent_models),
             )
         if (path / ckpt.LATEST).exists() or (path / ckpt.PREVIOUS).exists():
             state, used = ckpt.load(path, map_location=device)
