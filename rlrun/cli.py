@@ -56,10 +56,10 @@ def hydra_main(cfg: DictConfig) -> float | None:
 def main() -> None:
     """Entry point: check the command (nothing is written for a refused one), then run it."""
     signals.stop_on_signal()
-    args = sys.argv[1:] = preflight.normalized_argv(sys.argv[1:])  # total_steps=1e5: an integer
-    if "--version" in args:  # rlrun's, with Hydra's (Hydra's own flag would print only its version)
+    if "--version" in sys.argv[1:]:  # rlrun's, with Hydra's (Hydra's own flag would print only its version)
         print(f"rlrun {rlrun.__version__} (Hydra {hydra.__version__})")
         return
+    args = sys.argv[1:] = preflight.normalized_argv(sys.argv[1:])  # total_steps=1e5: an integer
     if "--help" in args or "-h" in args:
         try:
             print_help(args)

@@ -95,6 +95,8 @@ def normalized_argv(argv: list[str]) -> list[str]:
     for Hydra's app, which reads the command line itself."""
     from hydra._internal.utils import get_args_parser
 
+    if not any(may_be_integral(a) for a in argv):  # nothing to read (and argparse's --version would print)
+        return argv
     try:
         args = get_args_parser().parse_args(argv)
     except SystemExit:  # argparse's own usage error: Hydra reports it
