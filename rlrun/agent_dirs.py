@@ -24,7 +24,8 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun import agents, rundir
-from rlrun.validate import ConfigError, from_saved
+from rlrun.errors import ConfigError
+from rlrun.validate import from_saved
 
 GROUPS = ".batched"  # the batched launcher's group run directories: <sweep dir>/.batched/<group>
 PREPARED = {"config.yaml", "hydra.yaml", "overrides.yaml"}  # the `.hydra/` the launcher writes into a job dir

@@ -28,6 +28,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlrun.config import algo_kind
+from rlrun.errors import ConfigError
 
 # Keys whose value may differ between the agents of one process, and why each can (the maths is exact).
 BATCHABLE = (
@@ -130,8 +131,6 @@ def per_agent(configs: Sequence[DictConfig], key: str) -> Any:
 def check(cfg: DictConfig) -> list[DictConfig]:
     """Refuse an `agents` node that a batched run cannot train (ConfigError naming the entry and key);
     returns the agents' configs for the caller to validate one by one."""
-    from rlrun.validate import ConfigError
-
     listed = cfg.get("agents") or []
     if not listed:
         return []
@@ -167,8 +166,6 @@ def check(cfg: DictConfig) -> list[DictConfig]:
 def check_types(cfg: DictConfig) -> None:
     """Each entry's values written over the run's typed config, as the schema types them: a value of the wrong
     type (`optimizer.lr: abc`, a quoted `algo.gamma: '0.99'`) is refused naming its entry and key."""
-    from rlrun.validate import ConfigError
-
     typed = cfg.copy()
     for k, entry in enumerate(entries(cfg)):
         for key, value in entry.items():

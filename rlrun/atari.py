@@ -26,7 +26,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from rlrun.validate import ConfigError
+from rlrun.envspec import env_spec
+from rlrun.errors import ConfigError
 
 BACKENDS = ("vector", "gymnasium")
 # Registered-id settings that AtariVectorEnv can honour (frameskip is env.atari.frame_skip's in both backends).
@@ -114,8 +115,6 @@ class AtariEpisodes(gym.vector.VectorWrapper):
 def ale_settings(env_id: str) -> dict[str, Any]:
     """The registered id's emulator settings (game, sticky actions, action set, frame cap), which the
     vector backend plays with as gymnasium's does; only ALE ids (`ALE/Pong-v5`) are accepted."""
-    from rlrun.envs import env_spec
-
     kwargs = dict(env_spec(env_id).kwargs)
     if "game" not in kwargs:
         raise ConfigError("env.id", env_id, "an ALE game id such as ALE/Pong-v5 with env=atari")

@@ -26,7 +26,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun import agents
-from rlrun.validate import BATCHED_UNSUPPORTED, ConfigError, from_saved
+from rlrun.errors import ConfigError
+from rlrun.validate import BATCHED_UNSUPPORTED, from_saved
 
 PREEMPTED = "preempted"
 

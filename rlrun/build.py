@@ -26,6 +26,7 @@ import rlrun.agents
 from rlrun.config import algo_kind
 from rlrun.device import keep_freed_memory, resolve_device, set_threads
 from rlrun.envs import check_spaces, env_spec, make_vector_env
+from rlrun.errors import ConfigError
 from rlrun.frames import FrameStore
 from rlrun.learner import DQNLearner
 from rlrun.logger import RunLogger
@@ -36,7 +37,6 @@ from rlrun.pqn import PQNLearner
 from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer, StackedPrioritizedReplayBuffer, StackedReplayBuffer
 from rlrun.rollout import Rollout
 from rlrun.stacked import stack_networks
-from rlrun.validate import ConfigError
 
 OPTIMIZERS = {
     "torch.optim.Adam": torch.optim.Adam,

@@ -29,8 +29,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 import rlrun
 from rlrun import preflight, rundir, signals
 from rlrun.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSource
+from rlrun.errors import ConfigError
 from rlrun.jobs import EXIT_CONFIG, EXIT_OS, fail, run_job
-from rlrun.validate import ConfigError
 
 
 @hydra.main(version_base="1.3", config_path=APP_CONFIG_PATH, config_name=APP_CONFIG_NAME)

@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from rlrun.validate import ConfigError
+from rlrun.errors import ConfigError
 
 
 def resolve_device(kind: str, pixels: bool = True) -> torch.device:

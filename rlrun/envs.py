@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from functools import partial
 
 import gymnasium as gym
@@ -11,34 +10,9 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import FlattenObservation, FrameStackObservation
 from gymnasium.wrappers.vector import ClipReward, NormalizeReward, RecordEpisodeStatistics, TransformReward
 
-from rlrun.validate import ConfigError
+from rlrun.envspec import env_spec
+from rlrun.errors import ConfigError
 from rlrun.wrappers import DiscretizeAction
-
-
-def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
-    """The registered spec of `env_id` (registering ALE's games first for `ALE/` ids), or a ConfigError.
-    A `module:name` id imports its module first, as `gym.make` does: such ids come from the command line
-    only (a saved one is refused unless the command line repeats it, rlrun.saved)."""
-    module, _, name = env_id.rpartition(":")
-    if module:
-        try:
-            importlib.import_module(module)
-        except ImportError as e:
-            raise ConfigError("env.id", env_id, f"an id whose module can be imported ({e})") from None
-        env_id = name
-    if env_id.startswith("ALE/"):
-        try:
-            import ale_py
-
-            gym.register_envs(ale_py)
-        except ImportError:
-            raise ConfigError(
-                "env.id", env_id, "an installed env: ALE games need the atari extra (pip install -e '.[atari]')"
-            ) from None
-    try:
-        return gym.spec(env_id)
-    except gym.error.Error as e:
-        raise ConfigError("env.id", env_id, f"a registered gymnasium id ({e})") from None
 
 
 def check_spaces(envs: gym.vector.VectorEnv, env_id: str) -> None:

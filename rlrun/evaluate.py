@@ -30,8 +30,9 @@ from rlrun import agents, checkpoint as ckpt, rundir, saved
 from rlrun.build import make_eval_envs, make_network
 from rlrun.device import resolve_device
 from rlrun.envs import env_spec
+from rlrun.errors import ConfigError
 from rlrun.evaluation import evaluate
-from rlrun.validate import ConfigError, validate
+from rlrun.validate import validate
 
 USAGE = (
     "usage: python -m rlrun.evaluate <run dir or checkpoint.pt> [episodes=10] [seed=0] [video=false] [device=auto]"

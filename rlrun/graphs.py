@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlrun.learner import NonFiniteError
+from rlrun.errors import NonFiniteError
 
 METRICS = ("td_loss", "q_mean", "q_var", "grad_norm")
 

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from rlrun import rundir
 from rlrun.envfailure import EnvError
-from rlrun.validate import ConfigError
+from rlrun.errors import ConfigError
 
 EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_ENV, EXIT_PREEMPTED = 2, 3, 4, 5, 75  # 75 = EX_TEMPFAIL: try again
 
@@ -100,7 +100,7 @@ def backend_lines(runs: list[dict[str, Any]], out_dir: Path) -> list[str]:
 
 def exit_code(error: Exception, out_dir: Path) -> tuple[int | None, str]:
     """The exit code and one-line message for an error of a run; (None, repr) for an unexpected one."""
-    from rlrun.learner import NonFiniteError
+    from rlrun.errors import NonFiniteError
 
     if refused(error):
         return EXIT_CONFIG, str(error)

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from rlrun.errors import NonFiniteError
 from rlrun.quantile import quantile_huber_loss, quantile_midpoints
 from rlrun.replay import Batch
 from rlrun.stacked import clip_grad_norm_per_agent
@@ -30,10 +31,6 @@ def clip_threshold(max_grad_norm: Any) -> Any:
     if isinstance(max_grad_norm, (list, tuple)):
         return torch.tensor([math.inf if m is None else float(m) for m in max_grad_norm])
     return math.inf if max_grad_norm is None else float(max_grad_norm)
-
-
-class NonFiniteError(FloatingPointError):
-    """A loss, gradient norm or Q-value became NaN or infinite."""
 
 
 class DQNLearner:

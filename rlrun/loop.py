@@ -24,11 +24,12 @@ from rlrun.acting import GreedyActor
 from rlrun.agents import group_agents
 from rlrun.envfailure import EnvError
 from rlrun.envs import finished_episodes, next_obs_for_storage
+from rlrun.errors import NonFiniteError
 from rlrun.evaluation import evaluate
 from rlrun.exploration import ExplorationDraws, agent_epsilons
 from rlrun.frames import FrameStore
 from rlrun.graphs import GraphedActor, GraphedUpdates
-from rlrun.learner import DQNLearner, NonFiniteError
+from rlrun.learner import DQNLearner
 from rlrun.metrics import MetricWindow
 from rlrun.nstep import NStepAccumulator
 from rlrun.population import Population

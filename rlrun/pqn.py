@@ -23,7 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlrun.learner import LOSSES, NonFiniteError
+from rlrun.errors import NonFiniteError
+from rlrun.learner import LOSSES
 from rlrun.replay import Batch
 from rlrun.rollout import Rollout
 from rlrun.stacked import clip_grad_norm_per_agent

@@ -21,9 +21,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlrun import rundir
 from rlrun.appconfig import RLRUN_CONFIG, ConfigSource, initialized
+from rlrun.errors import ConfigError
 from rlrun.overrides import integral, may_be_integral, nearest_key
 from rlrun.sinks.reachable import check_backends
-from rlrun.validate import ConfigError, validate
+from rlrun.validate import validate
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 

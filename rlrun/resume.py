@@ -31,9 +31,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt, preflight, rundir, saved as saved_config
 from rlrun.agent_dirs import check as check_agent_dirs
+from rlrun.errors import ConfigError
 from rlrun.jobs import run_job
 from rlrun.run import train
-from rlrun.validate import ConfigError
 
 USAGE = (
     "usage: python -m rlrun.resume <run dir> [overrides]\n"

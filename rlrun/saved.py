@@ -22,7 +22,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun.config import MLflowLoggerConfig, WandbLoggerConfig
-from rlrun.validate import ConfigError, from_saved
+from rlrun.errors import ConfigError
+from rlrun.validate import from_saved
 
 
 def check(raw: Any, env_id: str | None = None) -> None:

@@ -15,7 +15,7 @@ if __name__ == "__main__":  # `python -m rlrun.train`: a signal during the impor
 
     main()
 else:
-    from rlrun.learner import NonFiniteError
+    from rlrun.errors import NonFiniteError
     from rlrun.loop import Preempted
     from rlrun.run import train
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import typing
 from collections.abc import Mapping
@@ -13,29 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlrun.config import ALGO_SCHEMAS, GROUP_TARGETS, DeviceConfig, EnvConfig, RunConfig, algo_kind
-
-
-class ConfigError(ValueError):
-    """A config value is out of range or inconsistent; the message names the key and what is allowed."""
-
-    def __init__(self, key: str, value: Any, allowed: str):
-        self.key, self.value, self.allowed = key, value, allowed
-        super().__init__(f"Invalid config value {key}={value!r}: allowed {allowed}.")
-
-
-class UnknownKeyError(ConfigError):
-    """A key that no schema has (a typo such as `+algo.gama=0.5`, or anything a crafted file adds)."""
-
-    def __init__(self, key: str, value: Any, known: list[str]):
-        parent, _, name = key.rpartition(".")
-        near = difflib.get_close_matches(name, known, n=1)
-        hint = (
-            f"did you mean {parent + '.' if parent else ''}{near[0]}?"
-            if near
-            else f"the keys here are {', '.join(known)}"
-        )
-        ValueError.__init__(self, f"Unknown config key {key} ({hint})")
-        self.key, self.value, self.allowed = key, value, ", ".join(known)
+from rlrun.errors import ConfigError, UnknownKeyError
 
 
 def check_schema(cfg: Any) -> None:

@@ -174,7 +174,8 @@ def test_agent_dirs_are_owned_for_the_run(compose, tmp_path, monkeypatch):
     [("{seed:0,optimizer.lr:abc}", "agents[0].optimizer.lr"), ("{seed:0,algo.gamma:'0.99'}", "agents[0].algo.gamma")],
 )
 def test_a_mistyped_agent_value_is_refused_by_key(compose, tmp_path, entry, key):
-    from rlrun.validate import ConfigError, validate
+    from rlrun.errors import ConfigError
+    from rlrun.validate import validate
 
     with pytest.raises(ConfigError, match="^" + re.escape(f"Invalid config value {key}=")):
         validate(compose(f"agents=[{entry},{{seed:1}}]"))

@@ -153,7 +153,8 @@ def test_vector_backend_keeps_the_registered_sticky_actions():
 
 
 def test_bad_backend_names_the_key(compose):
-    from rlrun.validate import ConfigError, validate
+    from rlrun.errors import ConfigError
+    from rlrun.validate import validate
 
     with pytest.raises(ConfigError, match="env.atari.backend"):
         validate(compose("env=atari", "env.atari.backend=envpool"))

@@ -18,6 +18,7 @@ import pytest
 import torch
 from torch import nn
 
+from rlrun.errors import ConfigError
 from rlrun.evaluate import main as evaluate_main
 from rlrun.learner import DQNLearner
 from rlrun.networks import QNetwork
@@ -29,7 +30,6 @@ from rlrun.replay import (
     StackedReplayBuffer,
 )
 from rlrun.stacked import StackedQNetwork, VmapQNetwork, clip_grad_norm_per_agent, stack_networks
-from rlrun.validate import ConfigError
 
 K = 3
 

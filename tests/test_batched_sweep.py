@@ -19,13 +19,13 @@ from omegaconf import OmegaConf
 from test_batched import SHORT as BATCHED_SHORT
 
 from rlrun.agents import agent_param_groups, link_view_grads
+from rlrun.errors import ConfigError
 from rlrun.exploration import agent_epsilons
 from rlrun.learner import DQNLearner
 from rlrun.networks import QNetwork
 from rlrun.nstep import NStepAccumulator
 from rlrun.replay import PrioritizedReplayBuffer, StackedPrioritizedReplayBuffer
 from rlrun.stacked import StackedQNetwork, clip_grad_norm_per_agent
-from rlrun.validate import ConfigError
 
 K = 3
 

@@ -6,7 +6,7 @@ import pytest
 from rlrun import checkpoint as ckpt
 from rlrun.cartpole import CartPoleVectorEnv
 from rlrun.envs import finished_episodes, make_vector_env, next_obs_for_storage
-from rlrun.validate import ConfigError
+from rlrun.errors import ConfigError
 
 
 def pair(num_envs, max_episode_steps=None, vectorization="sync"):

@@ -12,7 +12,8 @@ from omegaconf import DictConfig, OmegaConf
 import rlrun
 import rlrun.validate
 from rlrun.build import make_replay
-from rlrun.validate import ConfigError, validate
+from rlrun.errors import ConfigError
+from rlrun.validate import validate
 
 CONF = Path(rlrun.__file__).parent / "conf"
 GROUPS = {

@@ -8,7 +8,7 @@ import pytest
 
 import rlrun
 from rlrun.build import build
-from rlrun.validate import ConfigError
+from rlrun.errors import ConfigError
 from rlrun.wrappers import DiscretizeAction
 
 ENV_OPTIONS = sorted(p.stem for p in (Path(rlrun.__file__).parent / "conf" / "env").glob("*.yaml"))

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from rlrun.build import build
+from rlrun.errors import NonFiniteError
 from rlrun.graphs import GraphedUpdates
-from rlrun.learner import NonFiniteError
 
 CONFIGS = {
     "default": [],
@@ -165,7 +165,8 @@ def test_the_graphed_actor_acts_as_the_eager_actor():
 
 @pytest.mark.parametrize("override", ["algo.on_nonfinite=skip", "device.amp=fp16"])
 def test_cuda_graphs_refuse_what_decides_on_the_host_per_update(override, compose):
-    from rlrun.validate import ConfigError, validate
+    from rlrun.errors import ConfigError
+    from rlrun.validate import validate
 
     with pytest.raises(ConfigError, match=override.split("=")[0]):
         validate(compose("device.cuda_graphs=true", override))

@@ -134,7 +134,8 @@ def test_every_backend_gets_the_same_scalars_params_and_summary(tmp_path, monkey
 def test_logger_group_composes_several_backends_and_refuses_a_missing_package(compose, monkeypatch):
     import importlib.util
 
-    from rlrun.validate import ConfigError, validate
+    from rlrun.errors import ConfigError
+    from rlrun.validate import validate
 
     cfg = compose("logger=[tensorboard,mlflow]")
     assert cfg.logger.tensorboard is not None and cfg.logger.mlflow.tracking_uri is None

@@ -7,9 +7,10 @@ import torch
 from omegaconf import OmegaConf
 from test_config import _leaf_keys, config_reads  # noqa: F401  (a fixture)
 
+from rlrun.errors import ConfigError
 from rlrun.pqn import PQNLearner, lambda_returns
 from rlrun.rollout import Rollout
-from rlrun.validate import ConfigError, from_saved, validate
+from rlrun.validate import from_saved, validate
 
 # --- Q(lambda) returns, by hand -------------------------------------------------------------------------
 # gamma = 0.5, lambda = 0.5, every reward 1, next values v' = 2, 4, 6, 8 at t = 0..3.

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from rlrun.acting import numpy_forward
+from rlrun.errors import ConfigError
 from rlrun.learner import DQNLearner
 from rlrun.networks import QNetwork
 from rlrun.quantile import cosine_features, quantile_huber_loss, quantile_midpoints
 from rlrun.replay import Batch
-from rlrun.validate import ConfigError
 
 TAUS = torch.tensor([0.25, 0.75])
 

@@ -229,7 +229,7 @@ def test_a_bad_config_exits_2_with_one_line_and_writes_nothing(tmp_path, args, s
 def test_every_bad_config_is_refused_before_anything_is_written(tmp_path, monkeypatch, args, says):
     """The check the command runs first (rlrun.preflight): one line naming the key, nothing written."""
     from rlrun import preflight
-    from rlrun.validate import ConfigError
+    from rlrun.errors import ConfigError
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError) as refused:

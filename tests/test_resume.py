@@ -12,7 +12,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlrun import checkpoint as ckpt
-from rlrun.learner import NonFiniteError
+from rlrun.errors import NonFiniteError
 
 ARGS = [
     "algo.learning_starts=300",

@@ -13,7 +13,8 @@ from omegaconf import OmegaConf
 from test_reliability import TINY, cli, copy_run, digest, train
 
 from rlrun import checkpoint as ckpt, saved
-from rlrun.validate import ConfigError, from_saved
+from rlrun.errors import ConfigError
+from rlrun.validate import from_saved
 
 MODULE_ID = "helpers:CartPole-v1"
 # A module that, imported, leaves a file next to itself and in the directory it was imported from.

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rlrun import rundir
-from rlrun.sinks import SinkRun, numeric
+from rlrun.sinks.base import SinkRun, numeric
 
 STATE_FILE = "mlflow_run.json"
 BATCH = 1000  # MLflow's limit of metrics per log_batch call

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from rlrun.errors import ConfigError
 from rlrun.sinks.wandb import resolve_mode
-from rlrun.validate import ConfigError
 
 PROBE_SECONDS = 5  # how long a server may take to answer the pre-flight's one request
 

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from rlrun import rundir
-from rlrun.sinks import SinkRun, numeric
+from rlrun.sinks.base import SinkRun, numeric
 
 STATE_FILE = "wandb_run.json"
 STEP_KEY = "env_step"
