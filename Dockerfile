@@ -4,9 +4,9 @@
 #   docker compose up jupyter tensorboard          # compose.yaml: the train, jupyter and tensorboard services
 # torch comes from PyPI: its Linux wheels bundle the CUDA runtime, so the host needs only the NVIDIA driver.
 # The pin is the torch release the test suite runs on, which is rlrun's floor (docs/reliability.md).
-# Every extra a user of the image may ask for is installed (tests/test_container.py checks that the list
-# names each runtime extra of pyproject.toml and that the install resolves): Atari, Box2D, MLflow, W&B, Ray,
-# video, the launchers and the notebook.
+# Every extra a user of the image may ask for is installed (tests/integration/test_container.py checks that the
+# list names each runtime extra of pyproject.toml and that the install resolves): Atari, Box2D, MLflow, W&B,
+# Ray, video, the launchers and the notebook.
 # The home directory (the WORKDIR inside it included) is writable by any uid, so the services can run as the
 # host user that owns ./outputs (compose.yaml: RLRUN_UID/RLRUN_GID, 1000 by default).
 # No SSH server: `docker exec -it <container> bash` opens a shell in a running container (README, Container).

@@ -3,8 +3,9 @@
 # cores and no network, so that a short slot suffices for one run and a rerun. Results go to $OUT
 # (default outputs/gpu_checks), one file per check, and everything is echoed to stdout:
 #   doctor.txt     python -m rlrun.doctor
-#   pytest.txt     the CUDA tests: recorded updates and actor (tests/test_graphs.py), AMP/compile
-#                  (tests/test_acceleration.py), stacked agents on CUDA (tests/test_batched.py, unit tests)
+#   pytest.txt     the CUDA tests: recorded updates and actor (tests/integration/test_graphs.py), AMP/compile
+#                  (tests/integration/test_acceleration.py), stacked agents on CUDA
+#                  (tests/integration/test_batched.py, unit tests)
 #   update.txt     us per gradient step, each switch on/off (scripts/bench.py switches --device cuda)
 #   cartpole.txt   the default CartPole config, whole loop: device=cuda (plain, then with device.cuda_graphs)
 #                  vs device=cpu (bench.py updates)
@@ -38,8 +39,8 @@ run() {  # run NAME SECONDS COMMAND...: output to $OUT/NAME.txt, and its tail to
 COMMON="log.progress_bar=false checkpoint.every=0 eval.interval=0 log.plot=false"
 
 run doctor 20 $PY -m rlrun.doctor
-run pytest 80 $PY -m pytest -q -x -p no:cacheprovider tests/test_graphs.py tests/test_acceleration.py \
-  tests/test_batched.py -k "cuda or graph or stacked" -m "not slow"
+run pytest 80 $PY -m pytest -q -x -p no:cacheprovider tests/integration/test_graphs.py tests/integration/test_acceleration.py \
+  tests/integration/test_batched.py -k "cuda or graph or stacked" -m "not slow"
 run update 60 $PY scripts/bench.py switches --device cuda
 run cartpole 40 $PY scripts/bench.py updates --device cuda
 run cartpole 40 $PY scripts/bench.py updates --device cuda --overrides device.cuda_graphs=true

@@ -382,7 +382,7 @@ def test_keys_of_every_option_are_in_the_schema(compose):
     """Every group option and preset composes into a config the schema accepts (no stray keys)."""
     from rlrun.validate import validate
 
-    conf = Path(__file__).parent.parent / "conf"
+    conf = Path(__file__).parents[2] / "conf"
     pixels = {"env=atari": "network=cnn", "network=cnn": "env=atari"}
     for group in ("env", "network", "buffer", "optimizer", "device"):
         for option in sorted((conf / group).glob("*.yaml")):

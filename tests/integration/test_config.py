@@ -192,7 +192,6 @@ def _option_overrides(group, option):
     return [f"{group}={option}", *(["env=atari", "network=cnn"] if pixels else [])]
 
 
-@pytest.mark.train  # a tiny run of every option
 @pytest.mark.parametrize("group,option", [(g, o) for g, opts in GROUPS.items() for o in opts])
 def test_no_dead_keys(compose, config_reads, tmp_path, group, option):
     """Every key path of the composed config (`algo.tau`, `env.atari.noop_max`) is read by a run of it

@@ -15,7 +15,7 @@ from test_reliability import ENV, TINY, cli, digest, train
 
 from rlrun import jobs
 
-CONF = Path(__file__).resolve().parents[1] / "conf"  # rlrun's own configs (the package rlrun.conf)
+CONF = Path(__file__).resolve().parents[2] / "conf"  # rlrun's own configs (the package rlrun.conf)
 TESTS = Path(__file__).resolve().parent
 EXIT_ENV = 5  # the env raised (rlrun.jobs, docs/reliability.md)
 

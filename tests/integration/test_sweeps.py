@@ -132,7 +132,7 @@ def test_notebook_plots_a_sweep(tmp_path):
     from pathlib import Path
 
     multirun(tmp_path, "seed=0,1")
-    nb = nbformat.read(Path(__file__).parents[1] / "scripts" / "sweep_report.ipynb", as_version=4)
+    nb = nbformat.read(Path(__file__).parents[2] / "scripts" / "sweep_report.ipynb", as_version=4)
     os.environ["RLRUN_SWEEP_DIR"] = str(tmp_path)
     try:
         nbclient.NotebookClient(nb, timeout=300, kernel_name="python3").execute()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Extras for developing rlrun, not for running it: the image leaves them out.
 DEV_EXTRAS = {"test", "bench"}
 
