@@ -25,7 +25,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlrun import agents
+from rlrun import agents, summary as run_summary
 from rlrun.errors import ConfigError
 from rlrun.validate import BATCHED_UNSUPPORTED, from_saved
 
@@ -139,9 +139,6 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
 
 
 def objective(job_dir: Path) -> float | None:
-    """What the job's task function returns to sweepers: its final 100-episode mean return, or None."""
-    summary_file = Path(job_dir) / "summary.json"
-    if not summary_file.exists():
-        return None
-    summary = json.loads(summary_file.read_text())
-    return None if summary.get("status") == "failed" else summary.get("final_mean_return_100")
+    """What the job's task function returns to sweepers (rlrun.summary.objective); None without a summary."""
+    done = (Path(job_dir) / run_summary.FILE).exists()
+    return run_summary.objective(run_summary.read(job_dir) if done else None)

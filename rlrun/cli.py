@@ -38,6 +38,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
     """Returns the objective that sweepers (Optuna) optimise: the final 100-episode mean training return."""
     from rlrun.resume import load_resume
     from rlrun.run import train
+    from rlrun.summary import objective
 
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
@@ -49,8 +50,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
             return train(resumed, run_dir, state)
         return train(cfg, out_dir)
 
-    summary = run_job(job, out_dir, sweep_job)
-    return None if summary is None else summary["final_mean_return_100"]
+    return objective(run_job(job, out_dir, sweep_job))
 
 
 def main() -> None:

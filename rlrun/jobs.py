@@ -8,7 +8,6 @@ resume it; with none yet, a new run's directory is removed) · 75 stopped by a s
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 import traceback
@@ -16,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from rlrun import rundir
+from rlrun import rundir, summary as run_summary
 from rlrun.envfailure import EnvError
 from rlrun.errors import ConfigError
 
@@ -40,9 +39,7 @@ def record_failure(out_dir: Path, error: BaseException) -> None:
     """Mark a sweep job as failed in its own directory, so the sweep goes on and the report lists it."""
     detail = str(error) if refused(error) else "".join(traceback.format_exception(error))
     try:
-        rundir.write_text(
-            out_dir / "summary.json", json.dumps({"status": "failed", "error": str(error)}, indent=2) + "\n"
-        )
+        run_summary.write(out_dir, run_summary.of_failure(str(error)))
         rundir.write_text(out_dir / "error.txt", detail)
     except OSError:
         pass  # the job's directory is unwritable: its failure is on stderr

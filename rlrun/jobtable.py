@@ -7,7 +7,6 @@ one bad job never stops the report of the others.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Iterator
@@ -18,15 +17,11 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from rlrun import summary as run_summary
+from rlrun.summary import EVAL, TRAIN, DamagedJob, Summary, read_file
+
 CURVE_TAG = "charts/mean_return_100"
 FINISHED = ("finished", "solved")
-EVAL, TRAIN = "final_eval_return", "final_mean_return_100"
-# Summary fields the report computes with: a number, or null where there is none.
-NUMBERS = (EVAL, TRAIN, "solved_step", "reward_threshold", "wall_time_s")
-
-
-class DamagedJob(ValueError):
-    """A job whose files cannot be read as a run of rlrun (the message says which file and why)."""
 
 
 def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -46,50 +41,27 @@ def run_dirs(root: Path) -> list[Path]:
     return [d for d in dirs if d not in inside]
 
 
-def _read(path: Path, what: str, parse: Any, kind: type) -> Any:
-    """`path` parsed by `parse`; a `DamagedJob` naming the file if it cannot be read or is not a `kind`."""
-    try:
-        value = parse(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as e:  # JSONDecodeError is a ValueError
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:  # what is wrong, and where
-            reason = f"{e.problem}, line {e.problem_mark.line + 1}"
-        raise DamagedJob(f"{path.name} is not {what} ({reason})") from None
-    if not isinstance(value, kind):
-        raise DamagedJob(f"{path.name} holds a {type(value).__name__}, not a {kind.__name__}")
-    return value
-
-
 def load_run(run_dir: Path) -> dict[str, Any]:
     """One run as a flat dict: `job`, `configuration`, `status`, `error`, `cfg.*` values, summary fields,
     and `nonfinite` (the summary's score fields that are NaN or infinite). Raises `DamagedJob`."""
     run_dir = Path(run_dir)
-    cfg = _read(run_dir / ".hydra" / "config.yaml", "YAML", yaml.safe_load, dict)
+    cfg = read_file(run_dir / ".hydra" / "config.yaml", "YAML", yaml.safe_load, dict)
     overrides_file = run_dir / ".hydra" / "overrides.yaml"
     overrides = (
-        _read(overrides_file, "YAML", lambda t: yaml.safe_load(t) or [], list) if overrides_file.exists() else []
+        read_file(overrides_file, "YAML", lambda t: yaml.safe_load(t) or [], list) if overrides_file.exists() else []
     )
     if not all(isinstance(o, str) for o in overrides):
         raise DamagedJob("overrides.yaml holds something other than overrides")
-    summary_file = run_dir / "summary.json"
-    summary: dict[str, Any] = (
-        _read(summary_file, "JSON", json.loads, dict) if summary_file.exists() else {"status": "incomplete"}
-    )
-    for key in NUMBERS:
-        value = summary.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise DamagedJob(f"summary.json: {key} is {value!r}, not a number")
-    if not isinstance(summary.get("status"), (str, type(None))):
-        raise DamagedJob(f"summary.json: status is {summary['status']!r}, not a word")
+    summary: Summary = run_summary.read(run_dir) if (run_dir / run_summary.FILE).exists() else {"status": "incomplete"}
     pairs = dict(o.lstrip("+~").split("=", 1) for o in overrides if "=" in o)
     pairs.pop("seed", None)
-    row = {
+    row: dict[str, Any] = {
         "job": str(run_dir),
         "configuration": " ".join(f"{k}={v}" for k, v in sorted(pairs.items())) or "(defaults)",
         "overrides": pairs,
         "status": summary.get("status"),
         "error": summary.get("error"),
-        "nonfinite": [k for k in (EVAL, TRAIN) if isinstance(summary.get(k), float) and not math.isfinite(summary[k])],
+        "nonfinite": [k for k in (EVAL, TRAIN) if isinstance(v := summary.get(k), float) and not math.isfinite(v)],
     }
     row.update({f"cfg.{k}": v for k, v in _flatten(cfg).items()})
     row.update({k: v for k, v in summary.items() if k not in ("status", "error", "nonfinite")})

@@ -5,7 +5,6 @@ and the scalars, config and summary it fans out to the logging backends of the `
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import time
 from collections import deque
@@ -17,8 +16,9 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from rlrun import rundir
+from rlrun import rundir, summary as run_summary
 from rlrun.sinks import Sink
+from rlrun.summary import Summary
 
 log = logging.getLogger(__name__)
 
@@ -197,32 +197,32 @@ class RunLogger:
             f"eval {'-' if last_eval is None else f'{last_eval:.1f}'}"
         )
 
-    def close(self, step: int, status: str = "finished", extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Write summary.json (the fields below plus `extra`) and close every file."""
-        wall = self.wall_before + time.perf_counter() - self.start_time
-        summary = {
-            "status": status,
-            "env_steps": step,
-            "episodes": self.episode,
-            "final_mean_return_100": self.mean_return,
-            "best_mean_return_100": self.best_mean,
-            "final_eval_return": self.last_eval,
-            "reward_threshold": self.reward_threshold,
-            "solved_step": None if self.solved is None else self.solved["step"],
-            "solved_episode": None if self.solved is None else self.solved["episode"],
-            "wall_time_s": wall,
-            "sps": step / wall if wall > 0 else None,
-            **(extra or {}),
-        }
+    def close(self, step: int, status: str = "finished", extra: dict[str, Any] | None = None) -> Summary:
+        """Write summary.json (rlrun.summary: the run's figures, then `extra`) and close every file."""
+        summary = run_summary.of_run(
+            status=status,
+            env_steps=step,
+            episodes=self.episode,
+            final_mean_return_100=self.mean_return,
+            best_mean_return_100=self.best_mean,
+            final_eval_return=self.last_eval,
+            reward_threshold=self.reward_threshold,
+            solved_step=None if self.solved is None else self.solved["step"],
+            solved_episode=None if self.solved is None else self.solved["episode"],
+            wall_time_s=self.wall_before + time.perf_counter() - self.start_time,
+            extra=extra,
+        )
         if self.best_mean is not None:
             self._scalar("hparams/best_mean_return_100", self.best_mean, step)
         self.bar.close()
         if self._redirect is not None:
             self._redirect.__exit__(None, None, None)
-        self.where = {type(sink).__name__.removesuffix("Sink").lower(): sink.close(summary) for sink in self.sinks}
+        self.where = {
+            type(sink).__name__.removesuffix("Sink").lower(): sink.close(dict(summary)) for sink in self.sinks
+        }
         if self.where:
             summary["logged_to"] = self.where
-        rundir.write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+        run_summary.write(self.out_dir, summary)
         self._episodes_file.close()
         return summary
 

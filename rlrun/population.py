@@ -13,7 +13,6 @@ non-finite stops alone (`Population.stop_agent`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,9 @@ import torch
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from rlrun import rundir
+from rlrun import rundir, summary as run_summary
 from rlrun.logger import RunLogger
+from rlrun.summary import Summary
 
 
 def run_overrides(out_dir: Path) -> list[str]:
@@ -71,7 +71,7 @@ class Population:
         self.dirs = [Path(d) for d in dirs] if dirs is not None else [self.out_dir / f"seed={s}" for s in self.seeds]
         self.labels = list(labels) if labels is not None else [f"seed={s}" for s in self.seeds]
         self.failed: dict[int, str] = {}  # agent -> why it stopped
-        self.failed_summaries: dict[int, dict[str, Any]] = {}
+        self.failed_summaries: dict[int, Summary] = {}
 
     def dir(self, k: int) -> Path:
         return self.out_dir if self.agents == 1 else self.dirs[k]
@@ -130,10 +130,10 @@ class Population:
     ) -> dict[str, Any]:
         """Each agent's model.pt, summary.json and returns.png; the run's summary (with K > 1 also written
         to the run directory: the agents' summaries and their mean final return, which sweepers optimise)."""
-        summaries = {}
+        summaries: dict[int, Summary] = {}
         for k, lg in enumerate(self.loggers):
-            if k in self.failed:
-                summaries[k] = self.failed_summaries.get(k) or json.loads((self.dir(k) / "summary.json").read_text())
+            if k in self.failed:  # stopped in this session, or in an earlier one of a resumed run
+                summaries[k] = self.failed_summaries.get(k) or run_summary.read(self.dir(k))
                 continue
             state = online.state_dict() if self.agents == 1 else online.agent_state_dict(k)
             with rundir.open_atomic(self.dir(k) / "model.pt") as f:
@@ -142,19 +142,11 @@ class Population:
             if plot_title is not None:
                 lg.plot(f"{plot_title} {self.labels[k]}")
         if self.agents == 1:
-            return summaries[0]
-        finals = [s["final_mean_return_100"] for s in summaries.values() if s.get("final_mean_return_100") is not None]
-        summary = {
-            "status": status,
-            "seeds": self.seeds,
-            "env_steps_per_agent": step,
-            "final_mean_return_100": float(np.mean(finals)) if finals else None,
-            "solved": sum(s.get("solved_step") is not None for s in summaries.values()),
-            "failed": len(self.failed),
-            "agents": {self.key(k): s for k, s in summaries.items()},
-        }
-        rundir.write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-        return summary
+            return dict(summaries[0])
+        agents = {self.key(k): s for k, s in summaries.items()}
+        summary = run_summary.of_agents(status, self.seeds, step, agents, len(self.failed))
+        run_summary.write(self.out_dir, summary)
+        return dict(summary)
 
     def key(self, k: int) -> str:
         """Agent k's key in the run summary: its seed (`seeds=K`), else its label."""

@@ -1,0 +1,174 @@
+"""summary.json (rlrun.summary): the same bytes as ever for each kind, read back as written, damage refused."""
+
+import pytest
+from omegaconf import OmegaConf
+
+from rlrun import summary
+from rlrun.summary import DamagedJob
+
+RUN = summary.of_run(
+    status="solved",
+    env_steps=100,
+    episodes=7,
+    final_mean_return_100=12.5,
+    best_mean_return_100=13.0,
+    final_eval_return=None,
+    reward_threshold=10.0,
+    solved_step=96,
+    solved_episode=6,
+    wall_time_s=4.0,
+    extra={"gradient_updates": 30},
+)
+RUN_JSON = """{
+  "status": "solved",
+  "env_steps": 100,
+  "episodes": 7,
+  "final_mean_return_100": 12.5,
+  "best_mean_return_100": 13.0,
+  "final_eval_return": null,
+  "reward_threshold": 10.0,
+  "solved_step": 96,
+  "solved_episode": 6,
+  "wall_time_s": 4.0,
+  "sps": 25.0,
+  "gradient_updates": 30,
+  "logged_to": {
+    "tensorboard": {
+      "logdir": "/runs/a"
+    }
+  }
+}
+"""
+BATCHED_JSON = """{
+  "status": "finished",
+  "seeds": [
+    0,
+    1
+  ],
+  "env_steps_per_agent": 100,
+  "final_mean_return_100": 12.5,
+  "solved": 1,
+  "failed": 1,
+  "agents": {
+    "0": {
+      "status": "solved",
+      "env_steps": 100,
+      "episodes": 7,
+      "final_mean_return_100": 12.5,
+      "best_mean_return_100": 13.0,
+      "final_eval_return": null,
+      "reward_threshold": 10.0,
+      "solved_step": 96,
+      "solved_episode": 6,
+      "wall_time_s": 4.0,
+      "sps": 25.0,
+      "gradient_updates": 30
+    },
+    "1": {
+      "status": "failed",
+      "env_steps": 50,
+      "episodes": 1,
+      "final_mean_return_100": null,
+      "best_mean_return_100": null,
+      "final_eval_return": null,
+      "reward_threshold": null,
+      "solved_step": null,
+      "solved_episode": null,
+      "wall_time_s": 0.0,
+      "sps": null,
+      "error": "loss is nan"
+    }
+  }
+}
+"""
+
+
+def test_a_runs_summary_is_written_in_its_fields_order_with_two_space_indent(tmp_path):
+    run = {**RUN, "logged_to": {"tensorboard": {"logdir": "/runs/a"}}}
+    summary.write(tmp_path, run)
+    assert (tmp_path / "summary.json").read_text() == RUN_JSON
+    assert summary.read(tmp_path) == run
+
+
+def test_the_run_logger_writes_that_summary(tmp_path, monkeypatch):
+    """RunLogger.close goes through rlrun.summary: the file of a run with no logging backend."""
+    import rlrun.logger
+
+    clock = iter([100.0, 104.0])  # the logger's start, then its close: 4 s of wall time
+    monkeypatch.setattr(rlrun.logger.time, "perf_counter", lambda: next(clock))
+    logger = rlrun.logger.RunLogger(tmp_path, OmegaConf.create({"seed": 0}), 100, 10.0, progress_bar=False, sinks=[])
+    logger.episodes_end(8, [(8, 1.0, 8), (8, 3.0, 8)])
+    closed = logger.close(8, extra={"gradient_updates": 2})
+    assert (tmp_path / "summary.json").read_text() == (
+        '{\n  "status": "finished",\n  "env_steps": 8,\n  "episodes": 2,\n  "final_mean_return_100": 2.0,\n'
+        '  "best_mean_return_100": null,\n  "final_eval_return": null,\n  "reward_threshold": 10.0,\n'
+        '  "solved_step": null,\n  "solved_episode": null,\n  "wall_time_s": 4.0,\n  "sps": 2.0,\n'
+        '  "gradient_updates": 2\n}\n'
+    )
+    assert summary.read(tmp_path) == closed
+
+
+def test_a_batched_runs_summary_holds_its_agents_and_their_mean_final_return(tmp_path):
+    failed = summary.of_run(
+        status="failed",
+        env_steps=50,
+        episodes=1,
+        final_mean_return_100=None,
+        best_mean_return_100=None,
+        final_eval_return=None,
+        reward_threshold=None,
+        solved_step=None,
+        solved_episode=None,
+        wall_time_s=0.0,
+        extra={"error": "loss is nan"},
+    )
+    joint = summary.of_agents("finished", [0, 1], 100, {"0": RUN, "1": failed}, 1)
+    summary.write(tmp_path, joint)
+    assert (tmp_path / "summary.json").read_text() == BATCHED_JSON
+    assert summary.read(tmp_path) == joint
+    assert summary.objective(joint) == 12.5
+
+
+def test_a_failed_jobs_summary_is_its_status_and_error(tmp_path):
+    summary.write(tmp_path, summary.of_failure("env raised"))
+    assert (tmp_path / "summary.json").read_text() == '{\n  "status": "failed",\n  "error": "env raised"\n}\n'
+    assert summary.read(tmp_path) == {"status": "failed", "error": "env raised"}
+
+
+def test_the_objective_is_the_final_training_return_and_none_for_a_failed_or_missing_job(tmp_path):
+    from rlrun.batching import objective
+
+    assert summary.objective(RUN) == 12.5
+    assert summary.objective(summary.of_failure("x")) is None
+    assert summary.objective(None) is None
+    assert objective(tmp_path) is None  # a job without summary.json
+    summary.write(tmp_path, RUN)
+    assert objective(tmp_path) == 12.5
+    summary.write(tmp_path, summary.of_failure("x"))
+    assert objective(tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"status": "finished", "final_eval', "summary.json is not JSON (Unterminated string"),  # cut by a full disk
+        ("[1, 2]", "summary.json holds a list, not a dict"),
+        ('{"status": "finished", "final_eval_return": "high"}', "summary.json: final_eval_return is 'high', not"),
+        ('{"status": "finished", "solved_step": true}', "summary.json: solved_step is True, not a number"),
+        ('{"status": 3}', "summary.json: status is 3, not a word"),
+        (b"\xff\xfe", "summary.json is not JSON ("),
+    ],
+)
+def test_a_damaged_summary_is_refused_naming_what_is_wrong(tmp_path, text, message):
+    path = tmp_path / "summary.json"
+    path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
+    with pytest.raises(DamagedJob) as refused:
+        summary.read(tmp_path)
+    assert str(refused.value).startswith(message)
+
+
+def test_non_finite_scores_and_a_missing_status_are_read_not_refused(tmp_path):
+    """NaN is what a diverged run reports (json writes it); the report names such a job instead."""
+    (tmp_path / "summary.json").write_text('{"final_eval_return": NaN, "wall_time_s": 1}')
+    read = summary.read(tmp_path)
+    assert read["final_eval_return"] != read["final_eval_return"] and "status" not in read
