@@ -19,7 +19,8 @@ import torch
 from torch import nn
 
 from rlrun.networks import QNetwork
-from rlrun.stacked import StackedLayerNorm, StackedLinear, StackedQNetwork
+from rlrun.stacked import StackedQNetwork
+from rlrun.stacked_layers import StackedLayerNorm, StackedLinear
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
@@ -69,11 +70,11 @@ def _numpy_layer(module: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None
 def numpy_forward(net: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None:
     """obs (..., B, obs_dim) -> Q (..., B, A) in numpy, sharing `net`'s parameters; None where the
     network is not a plain CPU MLP (pixels, noisy layers, C51, IQN, unknown layers, another device)."""
-    if not isinstance(net, (QNetwork, StackedQNetwork)) or net.num_atoms != 1 or net.noisy:
+    if not isinstance(net, (QNetwork, StackedQNetwork)) or net.noisy:
         return None
-    if net.tau_embedding_dim > 0:
+    if not net.q_head.numpy_acting:  # C51 and IQN heads act through torch
         return None
-    quantiles = max(net.num_quantiles, 1)  # QR-DQN: Q is the mean of each action's quantile outputs
+    per_action = net.q_head.numpy_q_values  # (..., A * P) head outputs -> (..., A)
     if getattr(net, "pixels", False) or any(
         p.device.type != "cpu" or p.dtype != torch.float32 for p in net.parameters()
     ):
@@ -84,11 +85,6 @@ def numpy_forward(net: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None:
     heads = [f for f in maybe_heads if f is not None]
     if len(trunk) < len(maybe_trunk) or len(heads) < len(maybe_heads):
         return None
-
-    def per_action(out: np.ndarray) -> np.ndarray:  # (..., A * N) -> (..., A): the mean of the N quantiles
-        if quantiles == 1:
-            return out
-        return np.add.reduce(out.reshape(*out.shape[:-1], -1, quantiles), axis=-1) / quantiles
 
     def forward(obs: np.ndarray) -> np.ndarray:
         h = np.asarray(obs, dtype=np.float32)

@@ -8,8 +8,9 @@ from the run's config:
 
 Agent k is, step for step, the single run whose config is the run's config with entry k's values (its
 `agent_configs(cfg)[k]`); a key an entry leaves out keeps the run's value, a left-out `seed` is
-`seed + k`. Only `BATCHABLE` keys may differ: they change numbers inside the batched update (a learning
-rate per optimizer param group, a discount per sub-env, ...) but not the shapes of the computation.
+`seed + k`. Only the algorithm's batchable keys (`batchable(cfg)`) may differ: they change numbers inside
+the batched update (a learning rate per optimizer param group, a discount per sub-env, ...) but not the
+shapes of the computation.
 Everything else (network, batch size, env, buffer size, n-step, update frequency) would need separate
 tensors, so jobs that differ there run as separate batched processes (hydra/launcher=batched).
 
@@ -27,40 +28,16 @@ import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rlrun.config import algo_kind
+from rlrun.algos import algorithm
 from rlrun.errors import ConfigError
 
-# Keys whose value may differ between the agents of one process, and why each can (the maths is exact).
-BATCHABLE = (
-    "seed",  # every random stream is already per agent
-    "optimizer.lr",  # optimizer param groups per run of agents with one lr (agent_param_groups)
-    "algo.lr_end_factor",  # the lr schedule per param group
-    "algo.gamma",  # the n-step discount per sub-env (rlrun.nstep); the learner reads stored discounts
-    "algo.tau",  # a per-agent lerp weight in the target sync
-    "algo.max_grad_norm",  # gradient clipping is per agent anyway
-    "exploration.start",  # epsilon per agent (rlrun.exploration)
-    "exploration.end",
-    "exploration.duration",
-    "buffer.alpha",  # PER: each agent has its own sum tree
-    "buffer.beta_start",
-    "env.reward_scale",  # a reward factor per sub-env
-)
-# PQN (algo=pqn) has no target net and computes its returns in its learner: these differ per agent there.
-BATCHABLE_PQN = (
-    "seed",
-    "optimizer.lr",
-    "algo.lr_end_factor",
-    "exploration.start",
-    "exploration.end",
-    "exploration.duration",
-    "env.reward_scale",
-)
 DIR_KEY = "dir"
 LR_KEYS = ("optimizer.lr", "algo.lr_end_factor")  # per-agent values of these need per-agent param groups
 
 
 def batchable(cfg: DictConfig) -> tuple[str, ...]:
-    return BATCHABLE_PQN if algo_kind(cfg.algo) == "pqn" else BATCHABLE
+    """The keys that may differ between this run's agents: its algorithm's (rlrun.algos)."""
+    return algorithm(cfg.algo).batchable
 
 
 def entries(cfg: DictConfig) -> list[dict[str, Any]]:

@@ -23,17 +23,15 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 import rlrun.agent_dirs
 import rlrun.agents
-from rlrun.config import algo_kind
+from rlrun.algos import algorithm
 from rlrun.device import keep_freed_memory, resolve_device, set_threads
 from rlrun.envs import check_spaces, env_spec, make_vector_env
 from rlrun.errors import ConfigError
 from rlrun.frames import FrameStore
-from rlrun.learner import DQNLearner
 from rlrun.logger import RunLogger
-from rlrun.loop import LoopSettings, Parts
 from rlrun.networks import QNetwork
+from rlrun.parts import LoopSettings, Parts
 from rlrun.population import Population, run_overrides, write_agent_hydra_dir
-from rlrun.pqn import PQNLearner
 from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer, StackedPrioritizedReplayBuffer, StackedReplayBuffer
 from rlrun.rollout import Rollout
 from rlrun.stacked import stack_networks
@@ -177,33 +175,19 @@ def build(cfg: DictConfig) -> Parts:
         seed_everything(seed)
         nets.append(make_network(cfg, obs_shape, n_actions, device))
     network = nets[0] if len(seeds) == 1 else stack_networks(nets)
-    a, d = cfg.algo, cfg.device
+    d = cfg.device
     cuda_graphs = d.cuda_graphs and device.type == "cuda"
     if d.cuda_graphs and not cuda_graphs:
         warnings.warn("device.cuda_graphs=true needs a CUDA device; running without CUDA graphs", stacklevel=2)
     optimizer = make_optimizer(cfg, network, capturable=cuda_graphs)
     generators = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
-    if algo_kind(cfg.algo) == "pqn":
-        return build_pqn(cfg, envs, eval_envs, network, optimizer, generators, device, spec)
-
-    compile_, compile_mode = d.compile, d.compile_mode
-    learner = DQNLearner(
-        network,
-        optimizer,
-        double=a.double,
-        loss=a.loss,
-        max_grad_norm=rlrun.agents.values(cfg, "algo.max_grad_norm"),
-        tau=rlrun.agents.values(cfg, "algo.tau"),
-        target_update_period=a.target_update_period,
-        on_nonfinite=a.on_nonfinite,
-        amp=d.amp,
-        compile=compile_,
-        compile_mode=compile_mode,
-        noise_generator=generators[0] if len(seeds) == 1 else generators,
-        kappa=a.kappa,
-        iqn_taus=a.iqn_taus,
-        iqn_target_taus=a.iqn_target_taus,
-    )
+    algo = algorithm(cfg.algo)
+    learner = algo.make_learner(cfg, network, optimizer, generators, lambda key: rlrun.agents.values(cfg, key))
+    threshold = cfg.env.reward_threshold if cfg.env.reward_threshold is not None else spec.reward_threshold
+    if algo.collector == "rollout":  # a rollout of algo.num_steps vector steps where DQN has replay
+        space = envs.single_observation_space
+        rollout = Rollout(cfg.algo.num_steps, len(generators), cfg.env.num_envs, space.shape, space.dtype)
+        return Parts(envs, eval_envs, learner, rollout, generators, device, threshold)
 
     e, capacity = cfg.env, cfg.buffer.capacity
     frames = None
@@ -215,55 +199,23 @@ def build(cfg: DictConfig) -> Parts:
         buffer = make_replay(cfg, seeds, (e.frame_stack,), torch.int64, generators, device)
     else:
         buffer = make_replay(cfg, seeds, obs_shape, torch.float32, generators, device)
-    threshold = e.reward_threshold if e.reward_threshold is not None else spec.reward_threshold
     return Parts(envs, eval_envs, learner, buffer, generators, device, threshold, frames, cuda_graphs)
-
-
-def build_pqn(cfg: DictConfig, envs, eval_envs, network, optimizer, generators, device, spec) -> Parts:
-    """PQN's parts (algo=pqn): its learner and a rollout where DQN has replay."""
-    a, e = cfg.algo, cfg.env
-    learner = PQNLearner(
-        network,
-        optimizer,
-        generators,
-        num_envs=e.num_envs,
-        gamma=a.gamma,
-        q_lambda=a.q_lambda,
-        update_epochs=a.update_epochs,
-        num_minibatches=a.num_minibatches,
-        loss=a.loss,
-        max_grad_norm=a.max_grad_norm,
-        on_nonfinite=a.on_nonfinite,
-        amp=cfg.device.amp,
-    )
-    space = envs.single_observation_space
-    rollout = Rollout(a.num_steps, len(generators), e.num_envs, space.shape, space.dtype)
-    threshold = e.reward_threshold if e.reward_threshold is not None else spec.reward_threshold
-    return Parts(envs, eval_envs, learner, rollout, generators, device, threshold)
 
 
 def loop_settings(cfg: DictConfig) -> LoopSettings:
     a, x, num_envs = cfg.algo, cfg.exploration, cfg.env.num_envs
     noisy = cfg.network.noisy  # noisy nets explore through their weights: epsilon-greedy is off
-    pqn = algo_kind(a) == "pqn"
-    if pqn:  # an update phase on each full rollout: update_epochs passes of num_minibatches minibatches
-        n_step, batch_size = 1, a.num_steps * num_envs // a.num_minibatches
-        update_every, phase_updates = a.num_steps, a.update_epochs * a.num_minibatches
-    else:
-        n_step, batch_size = cfg.buffer.n_step, a.batch_size
-        # Keep the ratio of train_freq env steps per gradient_steps updates with many vector envs: an
-        # update phase every `update_every` vector steps, `phase_updates` gradient steps in each.
-        update_every = max(1, a.train_freq // num_envs)
-        phase_updates = a.gradient_steps * max(1, round(num_envs / a.train_freq))
+    algo = algorithm(a)
+    schedule = algo.schedule(cfg)  # how the loop feeds the algorithm's learner
     return LoopSettings(
         total_steps=cfg.total_steps,
         num_envs=num_envs,
         gamma=rlrun.agents.sub_env_values(cfg, "algo.gamma"),  # a list (one per sub-env) where agents differ
-        n_step=n_step,
+        n_step=schedule.n_step,
         learning_starts=a.learning_starts,
-        batch_size=batch_size,
-        update_every=update_every,
-        phase_updates=phase_updates,
+        batch_size=schedule.batch_size,
+        update_every=schedule.update_every,
+        phase_updates=schedule.phase_updates,
         lr=rlrun.agents.values(cfg, "optimizer.lr"),  # these: a list (one per agent) where agents differ
         lr_end_factor=rlrun.agents.values(cfg, "algo.lr_end_factor"),
         epsilon_schedule=x.schedule,
@@ -277,7 +229,7 @@ def loop_settings(cfg: DictConfig) -> LoopSettings:
         stop_on_solve=cfg.stop_on_solve,
         config=plain(cfg),
         plot_title=f"{cfg.env.id} {cfg.exp_name}" if cfg.log.plot else None,
-        rollout=pqn,
+        rollout=algo.collector == "rollout",
     )
 
 

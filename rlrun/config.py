@@ -14,6 +14,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from rlrun.algos import ALGORITHMS
+
 
 @dataclass
 class AtariConfig:
@@ -129,54 +131,6 @@ class DeviceConfig:
 
 
 @dataclass
-class AlgoConfig:
-    gamma: float = 0.99  # discount factor
-    batch_size: int = 128  # transitions per gradient step
-    learning_starts: int = 1_000  # env steps of random play before the first update
-    # gradient_steps updates per train_freq env steps (summed over vector envs); with num_envs > train_freq,
-    # a phase after every vector step with gradient_steps * round(num_envs / train_freq) updates.
-    train_freq: int = 4
-    gradient_steps: int = 1  # updates per train_freq env steps
-    target_update_period: int = 1  # gradient steps between target updates
-    tau: float = 0.05  # 1.0 = hard copy; < 1 = Polyak averaging
-    double: bool = True  # Double DQN: the online net picks the target's action
-    loss: str = "mse"  # huber | mse (scalar nets) | cross_entropy (C51) | quantile_huber (QR-DQN, IQN)
-    max_grad_norm: float | None = 10.0  # null: no clipping (the norm is still logged)
-    on_nonfinite: str = "stop"  # stop | skip | off: what a NaN/inf loss, gradient or Q-value does
-    lr_end_factor: float = 0.1  # linear lr decay to lr * lr_end_factor over the run; 1.0 = constant
-    # algo.loss=quantile_huber (network=qrdqn, network=iqn):
-    kappa: float = 1.0  # quantile Huber loss threshold; 0: the plain quantile (pinball) loss
-    iqn_taus: int = 8  # IQN's N: sampled fractions for the online quantiles of each transition
-    iqn_target_taus: int = 8  # IQN's N': sampled fractions for the target quantiles
-
-
-@dataclass
-class PQNAlgoConfig(AlgoConfig):
-    """PQN (Gallici et al. 2024; algo=pqn): Q(lambda) regression on rollouts of all vector envs, without
-    replay or a target network (rlrun.pqn). It extends AlgoConfig so that env options, which tune DQN's
-    keys, compose with it; of those it reads gamma, learning_starts, loss, max_grad_norm, on_nonfinite and
-    lr_end_factor, and ignores the replay ones (batch_size, train_freq, gradient_steps,
-    target_update_period, tau, double) and the buffer group."""
-
-    kind: str = "pqn"  # the algorithm: set by choosing algo=pqn
-    learning_starts: int = 0
-    lr_end_factor: float = 0.0  # CleanRL anneals the lr to 0
-    num_steps: int = 128  # vector steps per rollout: an update phase every num_steps x env.num_envs env steps
-    q_lambda: float = 0.65  # lambda of the Q(lambda) returns
-    update_epochs: int = 4  # passes over each rollout
-    num_minibatches: int = 4  # minibatches per pass (each of num_steps x env.num_envs / num_minibatches)
-
-
-# algo.kind -> schema; a config without `kind` is DQN's (AlgoConfig has no such key).
-ALGO_SCHEMAS: dict[str, type] = {"dqn": AlgoConfig, "pqn": PQNAlgoConfig}
-
-
-def algo_kind(algo: Any) -> str:
-    """`dqn` or `pqn` (or whatever a crafted file says: rlrun.validate checks it) for an algo node."""
-    return algo.get("kind", "dqn") if hasattr(algo, "get") else "dqn"
-
-
-@dataclass
 class ExplorationConfig:
     schedule: str = "linear"  # linear | exponential
     start: float = 1.0  # epsilon once learning starts
@@ -248,7 +202,7 @@ class RunConfig:
     buffer: Any = MISSING  # uniform or prioritized: the option names its schema
     optimizer: Any = MISSING  # Adam, RMSprop or SGD: the option names its schema
     device: DeviceConfig = field(default_factory=DeviceConfig)
-    algo: Any = MISSING  # DQN's or PQN's: the option (algo=dqn|pqn) names its schema
+    algo: Any = MISSING  # the algorithm's own schema (rlrun.algos): the option (algo=dqn|pqn|...) names it
     exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
@@ -278,6 +232,8 @@ def register_configs() -> None:
     # Stored at the root (not in a group) so that `--help` lists only the real option groups.
     for name, node in SCHEMAS.items():
         cs.store(name=name, node=node)
+    for algo in ALGORITHMS.values():  # each algorithm's own schema (rlrun.algos): conf/algo/<name>.yaml links it
+        cs.store(name=f"schema_algo_{algo.name}", node=algo.schema)
 
 
 SCHEMAS = {
@@ -290,8 +246,6 @@ SCHEMAS = {
     "schema_rmsprop": RMSpropConfig,
     "schema_sgd": SGDConfig,
     "schema_device": DeviceConfig,
-    "schema_algo_dqn": AlgoConfig,
-    "schema_algo_pqn": PQNAlgoConfig,
 }
 
 

@@ -12,94 +12,25 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from rlrun import checkpoint as ckpt, rundir, schedules
+from rlrun import checkpoint as ckpt, rundir, trainer_state
 from rlrun.acting import GreedyActor
 from rlrun.agents import group_agents
 from rlrun.envfailure import EnvError
 from rlrun.envs import finished_episodes, next_obs_for_storage
 from rlrun.errors import NonFiniteError
 from rlrun.evaluation import evaluate
-from rlrun.exploration import ExplorationDraws, agent_epsilons
-from rlrun.frames import FrameStore
+from rlrun.exploration import ExplorationDraws
 from rlrun.graphs import GraphedActor, GraphedUpdates
-from rlrun.learner import DQNLearner
 from rlrun.metrics import MetricWindow
 from rlrun.nstep import NStepAccumulator
+from rlrun.parts import LoopSettings, Parts, group_lrs
 from rlrun.population import Population
-from rlrun.pqn import PQNLearner
-
-CHECKPOINT_FORMAT = 1
-
-
-@dataclass
-class Parts:
-    """What `rlrun.build.build` makes from the config."""
-
-    envs: Any  # K x num_envs sub-envs
-    eval_envs: Any | None  # K x eval.episodes sub-envs, or None
-    learner: DQNLearner | PQNLearner
-    buffer: Any  # rlrun.replay.Replay, or PQN's rlrun.rollout.Rollout
-    generators: list[torch.Generator]  # per agent: replay sampling (and noisy nets' noise)
-    device: torch.device
-    reward_threshold: float | None
-    frames: FrameStore | None = None
-    cuda_graphs: bool = False  # record update phases and the acting forward as CUDA graphs (rlrun.graphs)
-
-
-@dataclass
-class LoopSettings:
-    """Plain values the loop runs on (rlrun.build.loop_settings reads them from the config)."""
-
-    total_steps: int  # env steps per agent
-    num_envs: int  # per agent
-    gamma: float | list[float]  # a list: one per sub-env (agents with their own, rlrun.agents)
-    n_step: int
-    learning_starts: int
-    batch_size: int
-    update_every: int  # vector steps between update phases
-    phase_updates: int  # gradient steps per update phase
-    lr: float | list[float]  # lr and the epsilon values: a list holds one per agent (rlrun.agents)
-    lr_end_factor: float | list[float]  # linear decay of the lr to lr * lr_end_factor over the run
-    epsilon_schedule: str
-    epsilon_start: float | list[float]
-    epsilon_end: float | list[float]
-    epsilon_duration: int | list[int]
-    log_interval: int
-    eval_interval: int  # 0: no evaluation
-    checkpoint_every: int  # 0: only at the end and on a signal
-    checkpoint_replay: bool
-    stop_on_solve: bool
-    config: dict  # the resolved run config, saved in every checkpoint
-    plot_title: str | None  # None: no returns.png
-    # PQN (algo=pqn): every step goes to the rollout (parts.buffer) instead of n-step and replay; an update
-    # phase every update_every = num_steps vector steps, when the rollout is full, takes its minibatches.
-    rollout: bool = False
-
-    def epsilon(self, step: int) -> Any:
-        """Uniform-random play until learning starts (noisy nets included), then the schedule: a float, or
-        a (K, 1) array where agents have schedules of their own."""
-        if step < self.learning_starts:
-            return 1.0
-        start, end, duration = self.epsilon_start, self.epsilon_end, self.epsilon_duration
-        if isinstance(start, list) or isinstance(end, list) or isinstance(duration, list):
-            agents = next(len(v) for v in (start, end, duration) if isinstance(v, list))
-            return agent_epsilons(self.epsilon_schedule, start, end, duration, agents, step)
-        return schedules.SCHEDULES[self.epsilon_schedule](start, end, duration, step)
-
-
-def group_lrs(lr: float | list[float], end_factor: float | list[float], total_steps: int, step: int) -> list[float]:
-    """The scheduled learning rate at `step` of each optimizer param group: one, or one per agent."""
-    lrs, ends = (v if isinstance(v, list) else [v] for v in (lr, end_factor))
-    n = max(len(lrs), len(ends))
-    lrs, ends = (v * n if len(v) == 1 else v for v in (lrs, ends))
-    return [lr * schedules.linear(1.0, end, total_steps, step) for lr, end in zip(lrs, ends)]
 
 
 class Preempted(Exception):
@@ -135,55 +66,12 @@ class Trainer:
         else:
             self.load_state_dict(resume)
 
-    # --- checkpoint state -------------------------------------------------------------------
+    # --- checkpoint state (rlrun.trainer_state) ----------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        p = self.parts
-        return {
-            "format": CHECKPOINT_FORMAT,
-            "config": self.settings.config,
-            "step": self.step,
-            "iteration": self.iteration,
-            "learner": p.learner.state_dict(),
-            "buffer": p.buffer.state_dict(include_storage=self.settings.checkpoint_replay),
-            "nstep": ckpt.to_safe(self.nstep.state_dict()),
-            "obs": ckpt.to_safe(np.asarray(self.obs)),
-            "envs": ckpt.env_state(p.envs),
-            "rng": [ckpt.rng_state(r, g) for r, g in zip(self.exploration.rngs, p.generators)],
-            "exploration": self.exploration.state_dict(),
-            "loggers": [lg.state_dict() for lg in self.population.loggers],
-            **self.window.state_dict(),
-            "frames": None if p.frames is None else p.frames.state_dict(),
-            "failed_agents": dict(self.population.failed),
-        }
+        return trainer_state.state_dict(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        p = self.parts
-        if state["format"] != CHECKPOINT_FORMAT:
-            raise ckpt.CheckpointError(
-                f"checkpoint format {state['format']!r}: this rlrun reads format {CHECKPOINT_FORMAT}"
-            )
-        try:
-            p.learner.load_state_dict(state["learner"])
-            p.buffer.load_state_dict(state["buffer"])
-        except (RuntimeError, KeyError, ValueError) as e:
-            raise ckpt.CheckpointError(f"the checkpoint does not fit this config: {str(e).splitlines()[0]}") from None
-        self.step, self.iteration = state["step"], state["iteration"]
-        self.nstep.load_state_dict(ckpt.from_safe(state["nstep"]))
-        self.obs = ckpt.from_safe(state["obs"])
-        p.envs.reset(seed=self.population.env_seeds())  # builds the envs' RNGs, then overwrite them
-        ckpt.restore_env_state(p.envs, state["envs"])
-        for rng_state, rng, generator in zip(state["rng"], self.exploration.rngs, p.generators):
-            ckpt.restore_rng(rng_state, rng, generator)
-        self.exploration.load_state_dict(state["exploration"])
-        for lg, lg_state in zip(self.population.loggers, state["loggers"]):
-            lg.load_state_dict(lg_state)
-        self.window.load_state_dict(state, p.device)
-        if p.frames is not None:
-            p.frames.load_state_dict(state["frames"])
-        self.population.failed = dict(state.get("failed_agents", {}))
-        if self.population.failed and isinstance(p.learner, DQNLearner):
-            p.learner.failed = torch.zeros(self.population.agents, dtype=torch.bool, device=p.device)
-            p.learner.failed[list(self.population.failed)] = True
+        trainer_state.load_state_dict(self, state)
 
     def save_checkpoint(self) -> Path:
         for k, lg in enumerate(self.population.loggers):
@@ -210,8 +98,8 @@ class Trainer:
             for measured in self.graphed.run(beta):
                 self.window.add_measured(measured)
             return
-        if isinstance(learner, PQNLearner):  # the rollout's minibatches, with its lambda-returns
-            batches: Any = learner.batches(buffer)
+        if s.rollout:  # the rollout's minibatches, with its lambda-returns
+            batches: Any = learner.batches(buffer)  # type: ignore[attr-defined]
         else:
             batches = (buffer.sample(s.batch_size, beta) for _ in range(count))
         for batch in batches:
@@ -237,7 +125,6 @@ class Trainer:
 
     def _stop_agents(self, step: int) -> None:
         learner, population = self.parts.learner, self.population
-        assert isinstance(learner, DQNLearner)
         for k, reason, state in learner.failures:
             population.stop_agent(k, step, f"{reason} (update {learner.updates + 1})", state, learner.online)
         learner.failures.clear()

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from rlrun.heads import head_for
 from rlrun.quantile import cosine_features, quantile_midpoints
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "gelu": nn.GELU}
@@ -197,6 +198,7 @@ class QNetwork(nn.Module):
         else:
             self.head = linear(in_dim, n_actions * per_action)
         self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms) if num_atoms > 1 else torch.zeros(1))
+        self.q_head = head_for(num_atoms, num_quantiles, tau_embedding_dim)  # what the outputs mean (rlrun.heads)
         INITS[init](self)
 
     @property
@@ -243,13 +245,10 @@ class QNetwork(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         if self.tau_embedding_dim > 0:
-            return self.quantile_values(obs, self.acting_taus(obs.shape[0], obs.device)).mean(dim=2)
-        out = self._outputs(obs)
-        if self.num_quantiles > 0:
-            return out.mean(dim=2)
-        if self.num_atoms == 1:
-            return out.squeeze(2)
-        return (out.softmax(dim=2) * self.support).sum(dim=2)
+            out = self.quantile_values(obs, self.acting_taus(obs.shape[0], obs.device))
+        else:
+            out = self._outputs(obs)
+        return self.q_head.q_values(out, self.support)
 
     def reset_noise(self, generator: torch.Generator | None = None) -> None:
         for m in self.modules():

@@ -2,7 +2,7 @@
 
 Replay keeps transitions to sample later; a rollout keeps one stretch of experience to learn from once
 and then forget. Row e is sub-env e of the vector env (agent k's envs in rows k * num_envs ...), so
-the steps of one env follow each other and Q(lambda) can run backwards along them (rlrun.pqn). Each step
+the steps of one env follow each other and Q(lambda) can run backwards along them (rlrun.algos.pqn). Each step
 keeps the real next observation (the final one where an episode ended: rlrun.envs.next_obs_for_storage),
 so that a time-limit truncation can bootstrap from it; `terminated` and `truncated` mark episode ends.
 

@@ -15,13 +15,13 @@ from benchlib.common import report
 def _learner_and_buffer(kind: str, capacity: int, device, fill: int):
     import torch
 
-    from rlrun.learner import DQNLearner
+    from rlrun.algos.dqn import dqn_learner
     from rlrun.networks import QNetwork
     from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer
 
     torch.manual_seed(0)
     net = QNetwork(4, 2, hidden_sizes=[128, 128], layer_norm=True).to(device)
-    learner = DQNLearner(
+    learner = dqn_learner(
         net, torch.optim.Adam(net.parameters(), lr=1e-3, fused=True), loss="mse", tau=0.05, on_nonfinite="off"
     )
     buf = (PrioritizedReplayBuffer if kind == "per" else ReplayBuffer)(capacity, (4,), device=device)
@@ -88,7 +88,7 @@ def switches(args) -> None:
 
     import torch
 
-    from rlrun.learner import DQNLearner
+    from rlrun.algos.dqn import dqn_learner
     from rlrun.networks import QNetwork
     from rlrun.replay import ReplayBuffer
 
@@ -123,7 +123,7 @@ def switches(args) -> None:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 capturable = {"capturable": True, "lr": torch.tensor(1e-3, device=device)} if graph_count else {}
-                learner = DQNLearner(
+                learner = dqn_learner(
                     net,
                     torch.optim.Adam(net.parameters(), **{"lr": 1e-3, "fused": True, **capturable}),
                     loss="mse",

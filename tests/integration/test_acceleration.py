@@ -5,8 +5,8 @@ import warnings
 import pytest
 import torch
 
+from rlrun.algos.dqn import dqn_learner
 from rlrun.build import build
-from rlrun.learner import DQNLearner
 from rlrun.networks import QNetwork
 from rlrun.replay import Batch
 
@@ -30,7 +30,7 @@ def make_batch(device, n=64, obs_dim=4):
 def run_updates(device, steps=5, **kwargs):
     torch.manual_seed(0)
     net = QNetwork(4, 2, hidden_sizes=[64, 64], layer_norm=True).to(device)
-    learner = DQNLearner(net, torch.optim.Adam(net.parameters(), lr=1e-3), loss="mse", tau=0.05, **kwargs)
+    learner = dqn_learner(net, torch.optim.Adam(net.parameters(), lr=1e-3), loss="mse", tau=0.05, **kwargs)
     batch = make_batch(device)
     losses = [learner.update(batch)["td_loss"].item() for _ in range(steps)]
     return losses, net

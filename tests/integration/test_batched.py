@@ -18,9 +18,9 @@ import pytest
 import torch
 from torch import nn
 
+from rlrun.algos.dqn import dqn_learner
 from rlrun.errors import ConfigError
 from rlrun.evaluate import main as evaluate_main
-from rlrun.learner import DQNLearner
 from rlrun.networks import QNetwork
 from rlrun.replay import (
     Batch,
@@ -29,7 +29,8 @@ from rlrun.replay import (
     StackedPrioritizedReplayBuffer,
     StackedReplayBuffer,
 )
-from rlrun.stacked import StackedQNetwork, VmapQNetwork, clip_grad_norm_per_agent, stack_networks
+from rlrun.stacked import StackedQNetwork, VmapQNetwork, stack_networks
+from rlrun.stacked_layers import clip_grad_norm_per_agent
 
 K = 3
 
@@ -107,8 +108,8 @@ def test_stacked_updates_match_single_agent_updates():
     nets = make_nets(dueling=True)
     stacked = StackedQNetwork.from_networks(copy.deepcopy(nets))
     adam = lambda params: torch.optim.Adam(params, lr=1e-3)  # noqa: E731
-    singles = [DQNLearner(n, adam(n.parameters()), loss="huber", tau=0.1, max_grad_norm=0.5) for n in nets]
-    learner = DQNLearner(stacked, adam(stacked.parameters()), loss="huber", tau=0.1, max_grad_norm=0.5)
+    singles = [dqn_learner(n, adam(n.parameters()), loss="huber", tau=0.1, max_grad_norm=0.5) for n in nets]
+    learner = dqn_learner(stacked, adam(stacked.parameters()), loss="huber", tau=0.1, max_grad_norm=0.5)
     gen = torch.Generator().manual_seed(1)
     for _ in range(50):
         assert_updates_match(
@@ -398,8 +399,8 @@ def test_stacked_c51_updates_match_single_agent_updates():
         nets.append(QNetwork(4, 2, hidden_sizes=(16,), num_atoms=11, v_min=-2.0, v_max=2.0))
     stacked = stack_networks(copy.deepcopy(nets))
     adam = lambda params: torch.optim.Adam(params, lr=1e-3)  # noqa: E731
-    singles = [DQNLearner(n, adam(n.parameters()), loss="cross_entropy", tau=0.1) for n in nets]
-    learner = DQNLearner(stacked, adam(stacked.parameters()), loss="cross_entropy", tau=0.1)
+    singles = [dqn_learner(n, adam(n.parameters()), loss="cross_entropy", tau=0.1) for n in nets]
+    learner = dqn_learner(stacked, adam(stacked.parameters()), loss="cross_entropy", tau=0.1)
     gen = torch.Generator().manual_seed(1)
     for _ in range(20):
         b = Batch(
@@ -428,10 +429,10 @@ def test_stacked_quantile_updates_match_single_agent_updates(kind):
     adam = lambda params: torch.optim.Adam(params, lr=1e-3)  # noqa: E731
     gens = lambda: [torch.Generator().manual_seed(10 + k) for k in range(K)]  # noqa: E731
     singles = [
-        DQNLearner(n, adam(n.parameters()), loss="quantile_huber", tau=0.1, noise_generator=g, iqn_taus=6)
+        dqn_learner(n, adam(n.parameters()), loss="quantile_huber", tau=0.1, noise_generator=g, iqn_taus=6)
         for n, g in zip(nets, gens())
     ]
-    learner = DQNLearner(
+    learner = dqn_learner(
         stacked, adam(stacked.parameters()), loss="quantile_huber", tau=0.1, noise_generator=gens(), iqn_taus=6
     )
     gen = torch.Generator().manual_seed(1)

@@ -19,13 +19,14 @@ from omegaconf import OmegaConf
 from test_batched import SHORT as BATCHED_SHORT
 
 from rlrun.agents import agent_param_groups, link_view_grads
+from rlrun.algos.dqn import dqn_learner
 from rlrun.errors import ConfigError
 from rlrun.exploration import agent_epsilons
-from rlrun.learner import DQNLearner
 from rlrun.networks import QNetwork
 from rlrun.nstep import NStepAccumulator
 from rlrun.replay import PrioritizedReplayBuffer, StackedPrioritizedReplayBuffer
-from rlrun.stacked import StackedQNetwork, clip_grad_norm_per_agent
+from rlrun.stacked import StackedQNetwork
+from rlrun.stacked_layers import clip_grad_norm_per_agent
 
 K = 3
 
@@ -80,8 +81,8 @@ def test_per_agent_tau_lerps_each_agent_as_its_single_run():
     nets = make_nets()
     taus = [0.05, 0.5, 1.0]
     stacked = StackedQNetwork.from_networks(nets)
-    learner = DQNLearner(stacked, torch.optim.SGD(stacked.parameters(), lr=0.1), tau=taus)
-    singles = [DQNLearner(n, torch.optim.SGD(n.parameters(), lr=0.1), tau=t) for n, t in zip(nets, taus)]
+    learner = dqn_learner(stacked, torch.optim.SGD(stacked.parameters(), lr=0.1), tau=taus)
+    singles = [dqn_learner(n, torch.optim.SGD(n.parameters(), lr=0.1), tau=t) for n, t in zip(nets, taus)]
     with torch.no_grad():
         for p in stacked.parameters():
             p.add_(torch.randn_like(p))

@@ -7,8 +7,8 @@ import torch
 from omegaconf import OmegaConf
 from test_config import _leaf_keys, config_reads  # noqa: F401  (a fixture)
 
+from rlrun.algos.pqn import lambda_returns, pqn_learner
 from rlrun.errors import ConfigError
-from rlrun.pqn import PQNLearner, lambda_returns
 from rlrun.rollout import Rollout
 from rlrun.validate import from_saved, validate
 
@@ -73,7 +73,7 @@ def filled_rollout(agents=1, num_envs=2, steps=4):
 
 def test_returns_bootstrap_from_the_real_next_observation_under_the_current_network():
     rollout = filled_rollout()
-    learner = PQNLearner(
+    learner = pqn_learner(
         DoubleObs(), torch.optim.SGD([torch.zeros(1)], lr=0.1), [torch.Generator()], num_envs=2, gamma=0.5, q_lambda=0.5
     )
     data = rollout.tensors(torch.device("cpu"))
@@ -92,7 +92,7 @@ def test_minibatches_cover_the_rollout_once_per_epoch_per_agent():
     nets = [QNetwork(1, 2, hidden_sizes=[8]) for _ in range(agents)]
     net = stack_networks(nets)
     gens = [torch.Generator().manual_seed(k) for k in range(agents)]
-    learner = PQNLearner(
+    learner = pqn_learner(
         net, torch.optim.Adam(net.parameters()), gens, num_envs=num_envs, update_epochs=2, num_minibatches=2
     )
     batches = list(learner.batches(rollout))
@@ -141,7 +141,7 @@ def test_pqn_options_compose_validate_and_survive_a_save(compose, overrides):
         (["buffer=per"], "buffer"),
         (["network=c51"], "network.num_atoms"),
         (["algo.kind=dqn"], "algo.kind"),
-        (["device.compile=true"], "device.compile"),
+        (["device.cuda_graphs=true"], "device.cuda_graphs"),  # a rollout's minibatches are cut on the host
     ],
 )
 def test_bad_pqn_values_are_refused_by_key(compose, overrides, key):
@@ -226,7 +226,7 @@ def test_a_pqn_run_reads_every_key_but_the_replay_ones(compose, config_reads, tm
     pqn_keys, pqn_unread = unread(*TINY)
     _, dqn_unread = unread(*(o for o in TINY if not o.startswith(("algo=", "algo.num_", "algo.update_"))))
     ignored = {f"algo.{k}" for k in ("batch_size", "train_freq", "gradient_steps", "target_update_period", "tau")}
-    ignored |= {"algo.double", "device.compile", "device.compile_mode"}  # validate refuses compile with PQN
+    ignored |= {"algo.double"}  # no target net: Double DQN has nothing to choose
     ignored |= {k for k in pqn_keys if k.startswith("buffer.") or k in QUANTILE_LOSS_KEYS}
     assert pqn_unread - dqn_unread <= ignored, sorted(pqn_unread - dqn_unread - ignored)  # nothing else
     assert ignored <= pqn_unread, sorted(ignored - pqn_unread)  # and these really are unused

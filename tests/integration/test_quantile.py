@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from rlrun.acting import numpy_forward
+from rlrun.algos.dqn import dqn_learner
 from rlrun.errors import ConfigError
-from rlrun.learner import DQNLearner
 from rlrun.networks import QNetwork
 from rlrun.quantile import cosine_features, quantile_huber_loss, quantile_midpoints
 from rlrun.replay import Batch
@@ -83,9 +83,9 @@ def test_qr_target_uses_double_or_target_argmax(double, expected):
     """Online quantiles make action 0 greedy (mean 2 vs 1); the target net's own (0, 0) vs (5, 5) make
     action 1 its argmax. Double: r + discount * target's quantiles at the online argmax."""
     net = constant_qr([[0.0, 4.0], [1.0, 1.0]])
-    learner = DQNLearner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="quantile_huber", double=double)
+    learner = dqn_learner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="quantile_huber", double=double)
     learner.target.head.bias.data = torch.tensor([0.0, 0.0, 5.0, 5.0])
-    torch.testing.assert_close(learner.quantile_target(batch()), torch.tensor([expected]))
+    torch.testing.assert_close(learner.loss.td_target(batch()), torch.tensor([expected]))
 
 
 def test_qr_update_loss_priority_and_q_by_hand():
@@ -93,7 +93,7 @@ def test_qr_update_loss_priority_and_q_by_hand():
     u = 0 costs nothing, u = 2 costs Huber 1.5 with weight 0.25 (i = 0) or 0.75 (i = 1), each averaged
     over the 2 targets: (0.25 + 0.75) * 1.5 / 2 = 0.75."""
     net = constant_qr([[0.0, 4.0], [1.0, 1.0]])
-    learner = DQNLearner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="quantile_huber")
+    learner = dqn_learner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="quantile_huber")
     metrics = learner.update(batch(action=1))
     assert metrics["td_loss"].item() == pytest.approx(0.75)
     assert metrics["priority"].item() == pytest.approx(0.75)  # PER priority: the per-sample loss
@@ -103,7 +103,7 @@ def test_qr_update_loss_priority_and_q_by_hand():
 
 def test_kappa_reaches_the_loss():
     net = constant_qr([[0.0, 4.0], [1.0, 1.0]])
-    learner = DQNLearner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="quantile_huber", kappa=0.0)
+    learner = dqn_learner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="quantile_huber", kappa=0.0)
     # the pinball loss of the same pairs: (0.25 + 0.75) * |2| / 2
     assert learner.update(batch(action=1))["td_loss"].item() == pytest.approx(1.0)
 
@@ -137,17 +137,17 @@ def test_iqn_quantiles_shapes_and_values():
 def test_iqn_target_with_fixed_taus(monkeypatch):
     """N' = 2 target fractions 0.5 and 1/3; a* = 1 (Q(1) = 2 Q(0)); target 1 + 0.5 * 2 * (1, 0.5)."""
     net = hand_iqn()
-    learner = DQNLearner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="quantile_huber", iqn_target_taus=2)
+    learner = dqn_learner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="quantile_huber", iqn_target_taus=2)
     drawn = []
 
     def fixed(shape, n):
         drawn.append((tuple(shape), n))
         return torch.tensor([0.5, 1 / 3]).expand(*shape, n)
 
-    monkeypatch.setattr(learner, "_sample_taus", fixed)
+    monkeypatch.setattr(learner.loss, "sample_taus", fixed)
     b = batch()
     b = b._replace(next_obs=torch.ones(1, 1))
-    torch.testing.assert_close(learner.quantile_target(b), torch.tensor([[2.0, 1.5]]))
+    torch.testing.assert_close(learner.loss.td_target(b), torch.tensor([[2.0, 1.5]]))
     assert drawn == [((1,), 2)]
 
 
@@ -158,7 +158,7 @@ def test_iqn_update_draws_n_and_n_prime_taus_from_the_agents_generator():
         torch.manual_seed(0)
         net = QNetwork(3, 2, hidden_sizes=[8], tau_embedding_dim=4)
         gen = torch.Generator().manual_seed(seed)
-        learner = DQNLearner(
+        learner = dqn_learner(
             net, torch.optim.SGD(net.parameters(), lr=0.1), loss="quantile_huber", noise_generator=gen, iqn_taus=5
         )
         b = Batch(
@@ -196,9 +196,9 @@ def test_qr_acting_in_numpy_is_the_mean_quantile(dueling):
 
 def test_loss_must_fit_a_quantile_network():
     with pytest.raises(ValueError, match="quantile_huber"):
-        DQNLearner(QNetwork(1, 2, num_quantiles=5), torch.optim.SGD([torch.zeros(1)], lr=0.1), loss="huber")
+        dqn_learner(QNetwork(1, 2, num_quantiles=5), torch.optim.SGD([torch.zeros(1)], lr=0.1), loss="huber")
     with pytest.raises(ValueError, match="quantile"):
-        DQNLearner(QNetwork(1, 2), torch.optim.SGD([torch.zeros(1)], lr=0.1), loss="quantile_huber")
+        dqn_learner(QNetwork(1, 2), torch.optim.SGD([torch.zeros(1)], lr=0.1), loss="quantile_huber")
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
+from rlrun.algos.dqn import dqn_learner
 from rlrun.envs import finished_episodes, make_vector_env, next_obs_for_storage
-from rlrun.learner import DQNLearner
 from rlrun.nstep import NStepAccumulator
 from rlrun.replay import Batch
 
@@ -56,7 +56,7 @@ def test_td_targets_by_hand():
     net = torch.nn.Linear(1, 2, bias=False)
     with torch.no_grad():
         net.weight.copy_(torch.tensor([[1.0], [2.0]]))
-    learner = DQNLearner(net, torch.optim.SGD(net.parameters(), lr=0.0), double=False)
+    learner = dqn_learner(net, torch.optim.SGD(net.parameters(), lr=0.0), double=False)
     batch = Batch(
         obs=torch.tensor([[0.0], [1.0], [2.0]]),
         actions=torch.tensor([0, 1, 0]),
@@ -68,14 +68,14 @@ def test_td_targets_by_hand():
         age=torch.zeros(3),
     )
     # max_a Q(s') = 2 s'  ->  1 + 0.9*2, 1 + 0, 1 + 0.9*6
-    torch.testing.assert_close(learner.td_target(batch), torch.tensor([2.8, 1.0, 6.4]))
+    torch.testing.assert_close(learner.loss.td_target(batch), torch.tensor([2.8, 1.0, 6.4]))
 
 
 def test_double_dqn_target_uses_online_argmax_and_target_values():
     online = torch.nn.Linear(1, 2, bias=False)
     with torch.no_grad():
         online.weight.copy_(torch.tensor([[2.0], [1.0]]))  # online prefers action 0 for s' > 0
-    learner = DQNLearner(online, torch.optim.SGD(online.parameters(), lr=0.0), double=True)
+    learner = dqn_learner(online, torch.optim.SGD(online.parameters(), lr=0.0), double=True)
     with torch.no_grad():
         learner.target.weight.copy_(torch.tensor([[1.0], [5.0]]))  # target would prefer action 1
     batch = Batch(
@@ -89,12 +89,12 @@ def test_double_dqn_target_uses_online_argmax_and_target_values():
         torch.zeros(1),
     )
     # a* = argmax online(2) = 0; Q_target(2, 0) = 2  ->  0.5 + 0.5 * 2
-    torch.testing.assert_close(learner.td_target(batch), torch.tensor([1.5]))
+    torch.testing.assert_close(learner.loss.td_target(batch), torch.tensor([1.5]))
 
 
 def test_polyak_and_hard_target_updates():
     net = torch.nn.Linear(1, 1, bias=False)
-    learner = DQNLearner(net, torch.optim.SGD(net.parameters(), lr=0.0), tau=0.25)
+    learner = dqn_learner(net, torch.optim.SGD(net.parameters(), lr=0.0), tau=0.25)
     with torch.no_grad():
         learner.target.weight.fill_(0.0)
         net.weight.fill_(4.0)

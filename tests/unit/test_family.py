@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rlrun.learner import DQNLearner
+from rlrun.algos.dqn import dqn_learner
 from rlrun.networks import NoisyLinear, QNetwork
 from rlrun.replay import Batch
 
@@ -36,8 +36,8 @@ def batch(rewards, discounts):
 def test_c51_projection_by_hand():
     p = [0.1, 0.2, 0.3, 0.3, 0.1]  # support 0, 1, 2, 3, 4
     net = constant_c51(p)
-    learner = DQNLearner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="cross_entropy")
-    m = learner.projected_target(batch([0.5, 1.0, -3.0, 0.0], [1.0, 0.0, 1.0, 1.0]))
+    learner = dqn_learner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="cross_entropy")
+    m = learner.loss.td_target(batch([0.5, 1.0, -3.0, 0.0], [1.0, 0.0, 1.0, 1.0]))
     expected = torch.tensor(
         [
             # r=0.5: atoms shift to 0.5, 1.5, 2.5, 3.5, 4.5 (clipped to 4, an exact hit)
@@ -57,7 +57,7 @@ def test_c51_projection_by_hand():
 def test_c51_mass_is_conserved_for_random_targets():
     torch.manual_seed(0)
     net = QNetwork(3, 4, hidden_sizes=[16], num_atoms=11, v_min=-5, v_max=5)
-    learner = DQNLearner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="cross_entropy")
+    learner = dqn_learner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="cross_entropy")
     b = Batch(
         torch.randn(64, 3),
         torch.randint(0, 4, (64,)),
@@ -68,7 +68,7 @@ def test_c51_mass_is_conserved_for_random_targets():
         None,
         torch.zeros(64),
     )
-    m = learner.projected_target(b)
+    m = learner.loss.td_target(b)
     assert (m >= 0).all()
     torch.testing.assert_close(m.sum(dim=1), torch.ones(64))
 
@@ -76,7 +76,7 @@ def test_c51_mass_is_conserved_for_random_targets():
 def test_c51_loss_is_cross_entropy_and_gives_per_priorities():
     p = [0.1, 0.2, 0.3, 0.3, 0.1]
     net = constant_c51(p)
-    learner = DQNLearner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="cross_entropy")
+    learner = dqn_learner(net, torch.optim.SGD(net.parameters(), lr=0.0), loss="cross_entropy")
     b = batch([1.0], [0.0])  # target: all mass on atom 1, so CE = -log p[1]
     metrics = learner.update(b)
     assert metrics["td_loss"].item() == pytest.approx(-math.log(0.2), rel=1e-5)
@@ -88,9 +88,9 @@ def test_c51_loss_is_cross_entropy_and_gives_per_priorities():
 
 def test_loss_must_fit_the_network():
     with pytest.raises(ValueError, match="cross_entropy"):
-        DQNLearner(QNetwork(1, 2, num_atoms=5), torch.optim.SGD([torch.zeros(1)], lr=0.1), loss="huber")
+        dqn_learner(QNetwork(1, 2, num_atoms=5), torch.optim.SGD([torch.zeros(1)], lr=0.1), loss="huber")
     with pytest.raises(ValueError):
-        DQNLearner(QNetwork(1, 2), torch.optim.SGD([torch.zeros(1)], lr=0.1), loss="cross_entropy")
+        dqn_learner(QNetwork(1, 2), torch.optim.SGD([torch.zeros(1)], lr=0.1), loss="cross_entropy")
 
 
 def test_noisy_linear_initialisation_follows_the_paper():
@@ -120,7 +120,7 @@ def test_noise_is_resampled_and_eval_uses_mean_weights():
 def test_learner_resamples_noise_every_update():
     torch.manual_seed(0)
     net = QNetwork(1, 2, hidden_sizes=[8], noisy=True)
-    learner = DQNLearner(net, torch.optim.SGD(net.parameters(), lr=0.0))
+    learner = dqn_learner(net, torch.optim.SGD(net.parameters(), lr=0.0))
     before_online = net.head.eps_out.clone()
     before_target = learner.target.head.eps_out.clone()
     learner.update(batch([1.0], [0.5]))
@@ -142,7 +142,7 @@ def test_gradient_clipping_scales_the_step_to_max_norm(max_norm):
     torch.manual_seed(0)
     net = QNetwork(3, 2, hidden_sizes=[8])
     before = [p.detach().clone() for p in net.parameters()]
-    learner = DQNLearner(
+    learner = dqn_learner(
         net, torch.optim.SGD(net.parameters(), lr=1.0), loss="mse", max_grad_norm=max_norm, target_update_period=10
     )
     gen = torch.Generator().manual_seed(0)

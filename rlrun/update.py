@@ -1,10 +1,16 @@
-"""The DQN update: TD target (scalar, C51-projected or quantiles), loss, gradient clipping, target-network
-sync. The quantile maths of QR-DQN and IQN lives in rlrun/quantile.py."""
+"""One update step for every algorithm: the loss module's per-sample loss, weighted and averaged per agent,
+then AMP (autocast, and fp16's GradScaler), gradient clipping (global, or per agent for stacked agents),
+the non-finite policy (stop, skip or off; a stacked agent that turns non-finite stops alone), the
+optimizer step and the target-network sync. `graph_mode` makes it recordable as a CUDA graph
+(rlrun.graphs).
+
+An algorithm (rlrun.algos) supplies the loss module: `loss(batch)` -> (per-sample loss, Q(s, a), per-sample
+PER priority or None), reading the online net and, where the algorithm has one, the target net.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 import warnings
 from collections.abc import Callable
@@ -12,17 +18,10 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from rlrun.errors import NonFiniteError
-from rlrun.quantile import quantile_huber_loss, quantile_midpoints
 from rlrun.replay import Batch
-from rlrun.stacked import clip_grad_norm_per_agent
-
-# Scalar losses by name; cross_entropy (C51) and quantile_huber (QR-DQN, IQN) are computed in `_loss`.
-LOSSES: dict[str, Callable[..., torch.Tensor]] = {"huber": F.smooth_l1_loss, "mse": F.mse_loss}
-# The losses each kind of network trains with.
-LOSSES_FOR = {"scalar": ("huber", "mse"), "distributional": ("cross_entropy",), "quantile": ("quantile_huber",)}
+from rlrun.stacked_layers import clip_grad_norm_per_agent
 
 
 def clip_threshold(max_grad_norm: Any) -> Any:
@@ -33,45 +32,33 @@ def clip_threshold(max_grad_norm: Any) -> Any:
     return math.inf if max_grad_norm is None else float(max_grad_norm)
 
 
-class DQNLearner:
+class UpdateStep:
     def __init__(
         self,
         online: nn.Module,
         optimizer: torch.optim.Optimizer,
+        loss: Callable[[Batch], Any],
         *,
-        double: bool = True,
-        loss: str = "mse",
-        max_grad_norm: float | None = 10.0,
-        tau: float = 0.05,
+        target: nn.Module | None = None,
+        max_grad_norm: Any = 10.0,
+        tau: Any = 0.05,
         target_update_period: int = 1,
         on_nonfinite: str = "stop",
         amp: str = "none",
         compile: bool = False,
         compile_mode: str = "default",
         noise_generator: Any = None,
-        kappa: float = 1.0,
-        iqn_taus: int = 8,
-        iqn_target_taus: int = 8,
     ):
-        """Defaults are those of `rlrun.config.AlgoConfig` and `QNetworkConfig`. `noise_generator`: where
-        noisy nets draw their noise and IQN its fractions (a torch.Generator, or one per agent for stacked
-        agents; None: torch's global one). `kappa`: the quantile Huber loss's threshold (QR-DQN, IQN);
-        `iqn_taus`, `iqn_target_taus`: IQN's N and N' sampled fractions per transition."""
-        # A QNetwork or a stacked network (rlrun.stacked): the same interface, not a common base class.
+        """`online`: a QNetwork or a stacked network (rlrun.stacked: the same interface, `agents` = K).
+        `target`: the target net that `sync_target` moves towards `online` (None: the algorithm has none).
+        `max_grad_norm`, `tau`: one value, or one per stacked agent. `noise_generator`: where noisy nets draw
+        their noise before each update (a torch.Generator, or one per agent; None: torch's global one)."""
         self.online: Any = online
-        self.target: Any = copy.deepcopy(online).requires_grad_(False)
+        self.target: Any = target
         self.optimizer = optimizer
-        self.double = double
-        self.distributional = getattr(online, "num_atoms", 1) > 1
-        self.quantile = getattr(online, "quantile", False)  # QR-DQN or IQN
-        self.implicit = getattr(online, "tau_embedding_dim", 0) > 0  # IQN
+        self.loss = loss
         self.noisy = getattr(online, "noisy", False)
         self.noise_generator = noise_generator
-        self.kappa, self.iqn_taus, self.iqn_target_taus = kappa, iqn_taus, iqn_target_taus
-        kind = "quantile" if self.quantile else "distributional" if self.distributional else "scalar"
-        if loss not in LOSSES_FOR[kind]:
-            raise ValueError(f"loss={loss!r} does not fit a {kind} network: use {' or '.join(LOSSES_FOR[kind])}")
-        self.loss_fn = LOSSES.get(loss)
         self.max_grad_norm = clip_threshold(max_grad_norm)
         self.tau = tau  # a float, or one per stacked agent (rlrun.agents)
         self.target_update_period = target_update_period
@@ -90,124 +77,32 @@ class DQNLearner:
             raise ValueError("on_nonfinite='skip' would skip the update of every stacked agent: use stop or off")
         self._online_params: list[torch.Tensor] = list(online.parameters())
         self._cpu = self._online_params[0].device.type == "cpu"
-        self._target_params: list[torch.Tensor] = list(self.target.parameters())
+        self._target_params: list[torch.Tensor] = [] if target is None else list(target.parameters())
         self._setup_acceleration(amp, compile, compile_mode)
         persistent = online.state_dict().keys()  # excludes noise, which each net samples for itself
-        self._buffer_pairs = [
-            (t, o)
-            for (name, t), (_, o) in zip(self.target.named_buffers(), online.named_buffers())
-            if name in persistent
-        ]
-
-    def _next_actions(self, next_obs: torch.Tensor, next_q_target: torch.Tensor) -> torch.Tensor:
-        """a* = argmax of the online net (Double DQN) or of the target net, as a (..., B, 1) index."""
-        q = self.online(next_obs) if self.double else next_q_target
-        return q.argmax(dim=-1, keepdim=True)
-
-    @torch.no_grad()
-    def td_target(self, batch: Batch) -> torch.Tensor:
-        """r + discount * Q_target(s', a*)."""
-        next_q = self.target(batch.next_obs)
-        if self.double:
-            next_v = next_q.gather(-1, self._next_actions(batch.next_obs, next_q)).squeeze(-1)
-        else:  # the target net's own argmax: its max, in one op
-            next_v = next_q.amax(dim=-1)
-        return batch.rewards + batch.discounts * next_v
-
-    @torch.no_grad()
-    def projected_target(self, batch: Batch) -> torch.Tensor:
-        """C51: the target distribution r + discount * z under p_target(s', a*), projected onto the support.
-
-        Each shifted atom Tz_j (clipped to [v_min, v_max]) splits its probability between the two
-        neighbouring support points in proportion to closeness; one that lands exactly on a support point
-        gives it all its mass. Returns (..., B, atoms) probabilities that sum to 1 (any leading agent axis).
-        """
-        support = self.target.support
-        n = support.numel()
-        v_min, v_max = support[0], support[-1]
-        dz = (v_max - v_min) / (n - 1)
-        next_probs = self.target.dist_logits(batch.next_obs).softmax(dim=-1)  # (..., B, A, atoms)
-        a_star = self._next_actions(batch.next_obs, (next_probs * support).sum(dim=-1))  # (..., B, 1)
-        p = next_probs.gather(-2, a_star.unsqueeze(-1).expand(*a_star.shape, n)).squeeze(-2)  # (..., B, atoms)
-        tz = (batch.rewards.unsqueeze(-1) + batch.discounts.unsqueeze(-1) * support).clamp(v_min, v_max)
-        b = (tz - v_min) / dz
-        lower, upper = b.floor().long().clamp(0, n - 1), b.ceil().long().clamp(0, n - 1)
-        w_lower = (upper.float() - b) + (lower == upper).float()  # exact hit: all mass to that atom
-        w_upper = b - lower.float()
-        m = torch.zeros_like(p)
-        m.scatter_add_(-1, lower, p * w_lower)
-        m.scatter_add_(-1, upper, p * w_upper)
-        return m
-
-    def _sample_taus(self, batch_shape: torch.Size, n: int) -> torch.Tensor:
-        """IQN: (..., B, n) fractions ~ U(0, 1), each agent's from its own generator (as its single run draws
-        them, so a stacked agent equals its single-seed run)."""
-        device = self._online_params[0].device
-        generators = self.noise_generator
-        if self.agents is None or not isinstance(generators, (list, tuple)):
-            return torch.rand(*batch_shape, n, generator=generators, device=device)
-        return torch.stack([torch.rand(batch_shape[-1], n, generator=g, device=device) for g in generators])
-
-    @torch.no_grad()
-    def quantile_target(self, batch: Batch) -> torch.Tensor:
-        """QR-DQN / IQN: r + discount * theta_j(s', a*) for the target net's quantiles theta_j (QR-DQN's
-        fixed N, or IQN's at N' sampled fractions): (..., B, N'). a* = argmax of the online net's mean
-        quantile (Double) or of the target net's."""
-        taus = self._sample_taus(batch.rewards.shape, self.iqn_target_taus) if self.implicit else None
-        next_quantiles = self.target.quantile_values(batch.next_obs, taus)  # (..., B, A, N')
-        if self.double:
-            next_q = self.online(batch.next_obs)
-        else:  # IQN's Q is estimated at its evenly spaced acting fractions, not at the sampled ones
-            next_q = self.target(batch.next_obs) if self.implicit else next_quantiles.mean(dim=-1)
-        a_star = next_q.argmax(dim=-1, keepdim=True)  # (..., B, 1)
-        idx = a_star.unsqueeze(-1).expand(*a_star.shape, next_quantiles.shape[-1])
-        theta = next_quantiles.gather(-2, idx).squeeze(-2)  # (..., B, N')
-        return batch.rewards.unsqueeze(-1) + batch.discounts.unsqueeze(-1) * theta
-
-    def _quantile_loss(self, batch: Batch):
-        """QR-DQN / IQN: the quantile Huber loss of Q(s, a)'s quantiles against `quantile_target`."""
-        if self.implicit:
-            taus = self._sample_taus(batch.rewards.shape, self.iqn_taus)  # (..., B, N)
-            quantiles = self.online.quantile_values(batch.obs, taus)
-        else:
-            quantiles = self.online.quantile_values(batch.obs)
-            taus = quantile_midpoints(quantiles.shape[-1], quantiles.device)  # (N,)
-        idx = batch.actions.unsqueeze(-1).unsqueeze(-1).expand(*batch.actions.shape, 1, quantiles.shape[-1])
-        chosen = quantiles.gather(-2, idx).squeeze(-2)  # (..., B, N)
-        elementwise = quantile_huber_loss(chosen, self.quantile_target(batch), taus, self.kappa)
-        return elementwise, chosen.detach().mean(dim=-1), elementwise.detach()
-
-    def _loss(self, batch: Batch):
-        """Per-sample loss, the Q(s, a) it was computed for, and the per-sample PER priority (None for a
-        uniform batch, which has no importance weights)."""
-        if self.quantile:
-            return self._quantile_loss(batch)
-        if self.distributional:
-            logits = self.online.dist_logits(batch.obs)  # (..., B, A, atoms)
-            idx = batch.actions.unsqueeze(-1).unsqueeze(-1).expand(*batch.actions.shape, 1, logits.shape[-1])
-            log_p = logits.gather(-2, idx).squeeze(-2).log_softmax(dim=-1)
-            elementwise = -(self.projected_target(batch) * log_p).sum(dim=-1)  # cross-entropy
-            q = (log_p.detach().exp() * self.online.support).sum(dim=-1)
-            return elementwise, q, elementwise.detach()
-        q = self.online(batch.obs).gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)
-        target = self.td_target(batch)
-        priority = (target - q.detach()).abs() if batch.weights is not None else None  # PER batches only
-        assert self.loss_fn is not None  # a scalar network has a scalar loss (checked in __init__)
-        return self.loss_fn(q, target, reduction="none"), q, priority
+        self._buffer_pairs = (
+            []
+            if target is None
+            else [
+                (t, o)
+                for (name, t), (_, o) in zip(target.named_buffers(), online.named_buffers())
+                if name in persistent
+            ]
+        )
 
     def _setup_acceleration(self, amp: str, compile: bool, compile_mode: str) -> None:
         """AMP autocast (+ GradScaler for fp16) and torch.compile of the loss computation. Each falls back
         to the plain path with a warning where this torch or device cannot do it."""
         device_type = next(self.online.parameters()).device.type
         self.amp = amp
-        self._autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+        self.autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
         self._scaler = None
         if amp != "none":
             dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[amp]
             try:
                 with torch.autocast(device_type, dtype=dtype):
                     pass
-                self._autocast = lambda: torch.autocast(device_type, dtype=dtype)
+                self.autocast = lambda: torch.autocast(device_type, dtype=dtype)
                 if amp == "fp16":
                     self._scaler = torch.amp.GradScaler(device_type)
             except (RuntimeError, ValueError) as e:
@@ -218,7 +113,7 @@ class DQNLearner:
         self._compiled = None
         if compile:
             self._compiled = torch.compile(
-                self._loss, mode=None if compile_mode == "default" else compile_mode, dynamic=False
+                self.loss, mode=None if compile_mode == "default" else compile_mode, dynamic=False
             )
 
     def _compute_loss(self, batch: Batch):
@@ -232,15 +127,16 @@ class DQNLearner:
                     stacklevel=2,
                 )
                 self._compiled = None
-        return self._loss(batch)
+        return self.loss(batch)
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor] | None:
         """One gradient step. Returns detached tensors only: reading them is the caller's sync point.
         Returns None when a non-finite update was skipped."""
         if self.noisy:  # fresh, independent noise for the online and target nets at every update
             self.online.reset_noise(self.noise_generator)
-            self.target.reset_noise(self.noise_generator)
-        with self._autocast():
+            if self.target is not None:
+                self.target.reset_noise(self.noise_generator)
+        with self.autocast():
             elementwise, q, priority = self._compute_loss(batch)
             if self.amp != "none":
                 elementwise, q = elementwise.float(), q.float()
@@ -336,6 +232,8 @@ class DQNLearner:
 
     @torch.no_grad()
     def sync_target(self) -> None:
+        if self.target is None:
+            return
         if not isinstance(self.tau, (int, float)):  # one tau per stacked agent: a (K, 1, ...) lerp weight each
             if getattr(self, "_tau_weights", None) is None:
                 tau = torch.tensor(self.tau, dtype=self._online_params[0].dtype, device=self._online_params[0].device)
@@ -355,20 +253,20 @@ class DQNLearner:
         new = (failed if self.failed is None else failed & ~self.failed).nonzero().flatten().tolist()
         self.failed = failed
         for k in new:
-            state = {"online": self.online.agent_state_dict(k), "target": self.target.agent_state_dict(k)}
+            state = {"online": self.online.agent_state_dict(k)}
+            if self.target is not None:
+                state["target"] = self.target.agent_state_dict(k)
             self.failures.append((k, f"non-finite {', '.join(bad)}", state))
 
     def state_dict(self) -> dict:
-        return {
-            "online": self.online.state_dict(),
-            "target": self.target.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "updates": self.updates,
-            "skipped": self.skipped,
-        }
+        state = {"online": self.online.state_dict()}
+        if self.target is not None:
+            state["target"] = self.target.state_dict()
+        return {**state, "optimizer": self.optimizer.state_dict(), "updates": self.updates, "skipped": self.skipped}
 
     def load_state_dict(self, state: dict) -> None:
         self.online.load_state_dict(state["online"])
-        self.target.load_state_dict(state["target"])
+        if self.target is not None:
+            self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates, self.skipped = state["updates"], state["skipped"]

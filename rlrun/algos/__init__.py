@@ -1,0 +1,24 @@
+"""The algorithms rlrun trains, each in a room of its own (one module: config schema, rules, loss, learner
+factory), and the registry that maps `algo=<name>` to them. Adding an algorithm is its module, its
+conf/algo/<name>.yaml, its tests and its docs section, plus its entry in `ALGORITHMS` below
+(docs/adding-an-algorithm.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlrun.algos import dqn, pqn
+from rlrun.algos.base import Algorithm
+
+ALGORITHMS: dict[str, Algorithm] = {m.ALGORITHM.name: m.ALGORITHM for m in (dqn, pqn)}
+
+
+def algo_kind(algo: Any) -> str:
+    """The algorithm an `algo` config node names: its `kind` (DQN's config has none: dqn), or whatever a
+    crafted file says (rlrun.validate checks it against ALGORITHMS)."""
+    return algo.get("kind", "dqn") if hasattr(algo, "get") else "dqn"
+
+
+def algorithm(algo: Any) -> Algorithm:
+    """The registered algorithm of an `algo` config node (its kind already checked by rlrun.validate)."""
+    return ALGORITHMS[algo_kind(algo)]
