@@ -1,0 +1,87 @@
+"""Sweep reports: load runs into pandas, aggregate seeds per configuration with rliable, write tables and plots.
+
+    python -m rlrun.report outputs/multirun/<sweep>
+
+A configuration is a job's overrides without `seed`. The aggregates are those of Agarwal et al. (2021, "Deep
+RL at the Edge of the Statistical Precipice"), computed by their `rliable` library: per configuration the
+interquartile mean (IQM: the mean of the middle 50% of the seeds) with a 95% stratified bootstrap confidence
+interval, of the greedy evaluation return (`final_eval_return`) and of the training return (the mean of the
+last 100 training episodes, exploration included); steps to the env's solve threshold (median over the seeds
+that reached it, and how many did); mean wall time. For two or more configurations of one env, the
+probability that the best one (by greedy-eval IQM) beats each other one, and a performance profile (the
+fraction of runs scoring above each return). Fewer than 5 seeds get a warning: the intervals are then wide
+and unreliable. Written into the sweep dir: report.md, report.csv, curves.png and profile.png.
+"""
+
+from __future__ import annotations
+
+# The package: jobtable reads the jobs (rlrun.jobtable), aggregate computes the statistics (rliable),
+# plots draws the figures, tables writes the report; this module is its command line and its API.
+import argparse
+from pathlib import Path
+
+from rlrun.jobtable import (
+    CURVE_TAG,
+    EVAL,
+    FINISHED,
+    TRAIN,
+    curves_of,
+    load_curve,
+    load_curves,
+    load_run,
+    load_sweep,
+    quiet,
+    run_dirs,
+)
+from rlrun.report.aggregate import (
+    BOOTSTRAP_REPS,
+    improvement_probability,
+    improvement_table,
+    iqm_ci,
+    left_out,
+    score_column,
+    summarize,
+    trimmed_mean,
+)
+from rlrun.report.plots import CURVE_BOOTSTRAP_REPS, plot_curves, plot_profile
+from rlrun.report.tables import MIN_SEEDS, markdown_table, write_report
+
+__all__ = [
+    "BOOTSTRAP_REPS",
+    "CURVE_BOOTSTRAP_REPS",
+    "CURVE_TAG",
+    "EVAL",
+    "FINISHED",
+    "MIN_SEEDS",
+    "TRAIN",
+    "curves_of",
+    "improvement_probability",
+    "improvement_table",
+    "iqm_ci",
+    "left_out",
+    "load_curve",
+    "load_curves",
+    "load_run",
+    "load_sweep",
+    "main",
+    "markdown_table",
+    "plot_curves",
+    "plot_profile",
+    "quiet",
+    "run_dirs",
+    "score_column",
+    "summarize",
+    "trimmed_mean",
+    "write_report",
+]
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(
+        prog="python -m rlrun.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("sweep_dir", type=Path)
+    args = p.parse_args(argv)
+    if not args.sweep_dir.is_dir():
+        p.error(f"{args.sweep_dir} is not a directory")
+    print(write_report(args.sweep_dir))

@@ -1,0 +1,156 @@
+"""The report's statistics, by rliable (Agarwal et al. 2021): per configuration the interquartile mean (IQM)
+of its seeds with a 95% stratified bootstrap confidence interval, and P(X > Y) between configurations.
+Every bootstrap is seeded, so a report is repeatable; numpy's global generator is given back untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rlrun.jobtable import EVAL, FINISHED, TRAIN, quiet
+
+BOOTSTRAP_REPS = 2000  # resamples behind an IQM interval; P(X > Y) and profile bands (dearer) take half
+
+
+@contextmanager
+def bootstrap_seed(seed: int) -> Iterator[None]:
+    """rliable's stratified bootstrap draws its resamples from numpy's global generator (its random_state
+    argument reaches only `arch`): seed it for a repeatable report, and give the caller's state back."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        with quiet("absl"):
+            yield
+    finally:
+        np.random.set_state(state)
+
+
+def trimmed_mean(a: np.ndarray, axis: int | None = None, cut: float = 0.25) -> np.ndarray:
+    """scipy.stats.trim_mean's arithmetic (the same partition and mean, so the same bits), without its
+    argument-checking wrapper, which costs ~10x the maths for a handful of runs. rliable's
+    `aggregate_iqm` is `trim_mean(scores, 0.25, axis=None)`; the bootstrap calls it once per resample
+    (thousands of times per report)."""
+    if axis is None:
+        a, axis = np.ravel(a), 0
+    n = a.shape[axis]
+    low = int(cut * n)
+    kept = np.partition(a, (low, n - low - 1), axis).take(np.arange(low, n - low), axis=axis)
+    return np.mean(kept.astype(float, copy=False), axis=axis)
+
+
+def iqm_ci(scores: np.ndarray, reps: int = BOOTSTRAP_REPS, seed: int = 0) -> tuple[float, float, float]:
+    """IQM of `scores` (one per run) and its 95% stratified bootstrap CI; NaNs for no scores."""
+    from rliable import library as rly
+
+    scores = np.asarray(scores, dtype=float)
+    if len(scores) == 0:
+        return np.nan, np.nan, np.nan
+    with bootstrap_seed(seed):  # rliable's bootstrap of its aggregate_iqm (`trimmed_mean`: the same maths)
+        point, ci = rly.get_interval_estimates({"x": scores[:, None]}, lambda x: np.array([trimmed_mean(x)]), reps=reps)
+    return float(point["x"][0]), float(ci["x"][0, 0]), float(ci["x"][1, 0])
+
+
+def improvement_probability(
+    x: np.ndarray, y: np.ndarray, reps: int = BOOTSTRAP_REPS // 2, seed: int = 0
+) -> tuple[float, float, float]:
+    """P(X > Y): the chance that a run of X scores above a run of Y (ties count half), with its 95%
+    stratified bootstrap CI."""
+    from rliable import library as rly, metrics
+
+    with bootstrap_seed(seed):
+        point, ci = rly.get_interval_estimates(
+            {"xy": (np.asarray(x, float)[:, None], np.asarray(y, float)[:, None])},
+            metrics.probability_of_improvement,
+            reps=reps,
+        )
+    low, high = np.ravel(ci["xy"])
+    return float(point["xy"]), float(low), float(high)
+
+
+def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    done = runs[runs["status"].isin(FINISHED)].copy() if not runs.empty else runs
+    for column in (EVAL, TRAIN, "solved_step", "reward_threshold", "wall_time_s"):
+        if column not in done:
+            done[column] = np.nan
+    done[[EVAL, TRAIN, "solved_step", "reward_threshold", "wall_time_s"]] = done[
+        [EVAL, TRAIN, "solved_step", "reward_threshold", "wall_time_s"]
+    ].astype(float)
+    return done
+
+
+def score_column(runs: pd.DataFrame) -> str:
+    """What profiles and improvement probabilities compare: the greedy evaluation return when every
+    finished run has one, else the training return."""
+    done = finished_runs(runs)
+    return EVAL if len(done) and done[EVAL].notna().all() else TRAIN
+
+
+def _finite(scores: pd.Series) -> np.ndarray:
+    values = scores.to_numpy(dtype=float)
+    return values[np.isfinite(values)]
+
+
+def left_out(runs: pd.DataFrame) -> list[str]:
+    """Finished jobs that an aggregate leaves out: a score that is NaN or infinite, or one that is missing
+    while other seeds of the configuration have it (one missing everywhere reads "not evaluated")."""
+    lines = []
+    for config, g in finished_runs(runs).groupby("configuration", sort=True):
+        for column in (EVAL, TRAIN):
+            values = g[column].to_numpy(dtype=float)
+            bad = ~np.isfinite(values)
+            for job, value, nonfinite in zip(g["job"][bad], values[bad], g["nonfinite"][bad]):
+                if column in nonfinite or not bad.all():
+                    what = f"{column} is {value}" if column in nonfinite else f"no {column}"
+                    lines.append(f"- `{job}`: {what}, left out of the IQM of {config}")
+    return lines
+
+
+def summarize(runs: pd.DataFrame, reps: int = BOOTSTRAP_REPS) -> pd.DataFrame:
+    """One row per configuration, over its finished seeds."""
+    rows = []
+    for config, g in finished_runs(runs).groupby("configuration", sort=True):
+        solved = g["solved_step"].dropna().to_numpy()
+        row: dict[str, Any] = {"configuration": config, "env": g["env"].iloc[0], "seeds": len(g)}
+        for name, column in (("eval_return", EVAL), ("train_return", TRAIN)):
+            scores = _finite(g[column])  # the jobs left out are named in the report (`left_out`)
+            iqm, lo, hi = iqm_ci(scores, reps)
+            row.update({f"{name}_iqm": iqm, f"{name}_ci95_low": lo, f"{name}_ci95_high": hi})
+            row[f"{name}_mean"] = float(scores.mean()) if len(scores) else np.nan
+        row.update(
+            {
+                "reward_threshold": g["reward_threshold"].iloc[0],
+                "steps_to_threshold_median": float(np.median(solved)) if len(solved) else np.nan,
+                "solved_seeds": len(solved),
+                "solved": f"{len(solved)}/{len(g)}",
+                "wall_time_s_mean": float(g["wall_time_s"].mean()),
+            }
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def improvement_table(runs: pd.DataFrame, table: pd.DataFrame, reps: int = BOOTSTRAP_REPS // 2) -> pd.DataFrame:
+    """Per env with two or more configurations: P(best > other) for each other configuration, the best
+    being the highest IQM of the compared score."""
+    column = score_column(runs)
+    iqm = "eval_return_iqm" if column == EVAL else "train_return_iqm"
+    done = finished_runs(runs)
+    rows = []
+    for env, t in table.groupby("env", sort=True):
+        if len(t) < 2:
+            continue
+        best = t.loc[t[iqm].idxmax(), "configuration"]
+        x = _finite(done.loc[done.configuration == best, column])
+        for other in t.configuration:
+            if other != best:
+                y = _finite(done.loc[done.configuration == other, column])
+                p, lo, hi = improvement_probability(x, y, reps)
+                rows.append(
+                    {"env": env, "x": best, "y": other, "score": column, "p": p, "ci95_low": lo, "ci95_high": hi}
+                )
+    return pd.DataFrame(rows)

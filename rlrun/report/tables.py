@@ -1,0 +1,136 @@
+"""The report itself: its tables in markdown, and `write_report`, which puts report.md, report.csv,
+curves.png and profile.png into the sweep directory."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rlrun import rundir
+from rlrun.jobtable import EVAL, FINISHED, curves_of, load_sweep
+from rlrun.report.aggregate import BOOTSTRAP_REPS, finished_runs, improvement_table, left_out, summarize
+from rlrun.report.plots import plot_curves, plot_profile
+
+MIN_SEEDS = 5  # below this the report warns that its confidence intervals are unreliable
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _ci_cell(iqm: float, lo: float, hi: float, n: int) -> str:
+    if not np.isfinite(iqm):
+        return "not evaluated"
+    return f"{iqm:.1f}" if n < 2 else f"{iqm:.1f} [{lo:.1f}, {hi:.1f}]"
+
+
+def _steps_cell(row: Any) -> str:
+    if not np.isfinite(row.reward_threshold):
+        return "no threshold"
+    if row.solved_seeds == 0:
+        return f"not reached ({row.solved})"
+    return f"{row.steps_to_threshold_median:,.0f} ({row.solved})"
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    shown = pd.DataFrame(
+        {
+            "configuration": table.configuration,
+            "seeds": table.seeds,
+            "greedy eval IQM [95% CI]": [
+                _ci_cell(r.eval_return_iqm, r.eval_return_ci95_low, r.eval_return_ci95_high, r.seeds)
+                for r in table.itertuples()
+            ],
+            "training return IQM [95% CI]": [
+                _ci_cell(r.train_return_iqm, r.train_return_ci95_low, r.train_return_ci95_high, r.seeds)
+                for r in table.itertuples()
+            ],
+            "steps to threshold (median, solved)": [_steps_cell(r) for r in table.itertuples()],
+            "wall time (s)": [f"{t:.1f}" for t in table.wall_time_s_mean],
+        }
+    )
+    return shown.to_markdown(index=False, colalign=["left", "right", "right", "right", "right", "right"])
+
+
+def write_report(root: Path, reps: int = BOOTSTRAP_REPS) -> str:
+    """Write report.md, report.csv, curves.png and profile.png into `root`; returns the markdown."""
+    root = Path(root)
+    runs = load_sweep(root)
+    damaged = [f"- `{job}`: {why}" for job, why in runs.attrs["damaged"]]
+    for job, why in runs.attrs["damaged"]:
+        print(f"rlrun: warning: skipped the damaged job {job}: {why}", file=sys.stderr)
+    if runs.empty:
+        return "\n".join([f"No readable runs under {root}.", *damaged])
+    table = summarize(runs, reps)
+    rundir.write_text(root / "report.csv", table.to_csv(index=False))
+    done = finished_runs(runs)
+    envs = ", ".join(
+        f"{env} (solve threshold {t:g})" if np.isfinite(t) else str(env)
+        for env, t in done.groupby("env")["reward_threshold"].first().items()
+    )
+    lines = [
+        f"# Sweep report: {root}",
+        "",
+        f"{_plural(len(runs), 'job')} ({len(done)} finished"
+        + (f", {len(damaged)} damaged and skipped" if damaged else "")
+        + f"), {_plural(len(table), 'configuration')}"
+        + (f"; {envs}." if envs else "."),
+        "",
+    ]
+    few = table[table.seeds < MIN_SEEDS] if not table.empty else table
+    if not few.empty:
+        lines += [
+            f"**Warning:** {_plural(len(few), 'configuration')} with fewer than {MIN_SEEDS} seeds "
+            f"({', '.join(str(n) for n in sorted(set(few.seeds)))}): confidence intervals from so few runs are "
+            f"wide and unreliable. Run at least {MIN_SEEDS} seeds per configuration (e.g. `seed=0,1,2,3,4`).",
+            "",
+        ]
+    if not table.empty:
+        lines += [
+            markdown_table(table),
+            "",
+            "IQM: the mean of the middle 50% of the seeds; [low, high]: 95% stratified bootstrap confidence "
+            f"interval ({reps} resamples; rliable). Greedy eval: `final_eval_return`, the last greedy "
+            "evaluation; training return: the mean of the last 100 training episodes (exploration included).",
+        ]
+        improvement = improvement_table(runs, table, reps // 2)
+        if not improvement.empty:
+            what = "greedy evaluation return" if improvement.score.iloc[0] == EVAL else "training return"
+            pairs = pd.DataFrame(
+                {
+                    "X": improvement.x,
+                    "Y": improvement.y,
+                    "P(X > Y) [95% CI]": [
+                        f"{r.p:.2f} [{r.ci95_low:.2f}, {r.ci95_high:.2f}]" for r in improvement.itertuples()
+                    ],
+                }
+            )
+            lines += [
+                "",
+                f"## Probability of improvement ({what})",
+                "",
+                "The chance that a run of X, the configuration with the highest IQM, scores above a run of Y.",
+                "",
+                pairs.to_markdown(index=False),
+            ]
+    failed = runs[~runs["status"].isin(FINISHED)]
+    if not failed.empty:
+        lines += ["", "## Failed jobs", ""]
+        lines += [f"- `{r.job}` ({r.status}): {r.error}" for r in failed.itertuples()]
+    for title, items in (("Jobs left out of the aggregates", left_out(runs)), ("Damaged jobs (skipped)", damaged)):
+        lines += ["", f"## {title}", "", *items] if items else []
+    thresholds = done.groupby("env")["reward_threshold"].first().to_dict()
+    figures = [
+        (plot_curves(curves_of(runs), root / "curves.png", thresholds), "learning curves"),
+        (plot_profile(runs, root / "profile.png", reps // 2), "performance profile"),
+    ]
+    shown_figures = [f"![{what}]({path.name})" for path, what in figures if path is not None]
+    if shown_figures:
+        lines += ["", *shown_figures]
+    text = "\n".join(lines) + "\n"
+    rundir.write_text(root / "report.md", text)
+    return text
