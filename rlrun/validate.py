@@ -15,6 +15,7 @@ from rlrun.algos import ALGORITHMS, algo_kind, algorithm
 from rlrun.checks import cfg_get, check, in_range, one_of, positive
 from rlrun.config import GROUP_TARGETS, DeviceConfig, EnvConfig, RunConfig
 from rlrun.errors import ConfigError, UnknownKeyError
+from rlrun.networks import ACTIVATIONS, INITS
 
 
 def check_schema(cfg: Any) -> None:
@@ -74,9 +75,15 @@ def _dataclass_in(hint: Any) -> Any:
 
 
 def validate(cfg: DictConfig) -> None:
-    from rlrun.networks import ACTIVATIONS, INITS
-
+    """Every key of the run config in its schema and every value in range, group by group, before anything is
+    built or written; the first violation is a ConfigError naming the key and what is allowed."""
     check_schema(cfg)
+    for rules in (_env, _network, _buffer, _optimizer_and_device, _algo, _exploration, _run):
+        rules(cfg)
+
+
+def _env(cfg: DictConfig) -> None:
+    """The env group: vectorization, sizes, reward shaping, pixels and the network's encoder for them."""
     one_of(cfg, "env.vectorization", ["auto", "sync", "async", "vector"])
     positive(cfg, "env.num_envs")
     if cfg.env.max_episode_steps is not None:
@@ -107,6 +114,9 @@ def validate(cfg: DictConfig) -> None:
         if cfg.env.atari.threads is not None:
             positive(cfg, "env.atari.threads")
 
+
+def _network(cfg: DictConfig) -> None:
+    """The network group (the head's own rules are the algorithm's: rlrun.algos)."""
     check(
         len(cfg.network.hidden_sizes) > 0 and all(h > 0 for h in cfg.network.hidden_sizes),
         "network.hidden_sizes",
@@ -123,6 +133,9 @@ def validate(cfg: DictConfig) -> None:
     if n.noisy:
         positive(cfg, "network.noisy_sigma0")
 
+
+def _buffer(cfg: DictConfig) -> None:
+    """The buffer group (PER's exponents where it is chosen)."""
     positive(cfg, "buffer.capacity")
     positive(cfg, "buffer.n_step")
     if "alpha" in cfg.buffer:
@@ -132,6 +145,9 @@ def validate(cfg: DictConfig) -> None:
         if cfg.buffer.beta_anneal_steps is not None:
             positive(cfg, "buffer.beta_anneal_steps")
 
+
+def _optimizer_and_device(cfg: DictConfig) -> None:
+    """The optimizer's learning rate and the device group."""
     in_range(cfg, "optimizer.lr", 0.0, math.inf, lo_open=True, hi_open=True)
     one_of(cfg, "device.type", ["auto", "cpu", "cuda"])
     if cfg.device.threads is not None:
@@ -139,6 +155,9 @@ def validate(cfg: DictConfig) -> None:
     one_of(cfg, "device.amp", ["none", "bf16", "fp16"])
     one_of(cfg, "device.compile_mode", ["default", "reduce-overhead", "max-autotune"])
 
+
+def _algo(cfg: DictConfig) -> None:
+    """The keys every algorithm's schema shares (rlrun.algos.dqn.AlgoConfig) and checkpointing."""
     a = cfg.algo
     in_range(cfg, "algo.gamma", 0.0, 1.0, lo_open=True)
     positive(cfg, "algo.batch_size")
@@ -160,6 +179,9 @@ def validate(cfg: DictConfig) -> None:
     one_of(cfg, "algo.on_nonfinite", ["stop", "skip", "off"])
     in_range(cfg, "checkpoint.every", 0, math.inf, hi_open=True)
 
+
+def _exploration(cfg: DictConfig) -> None:
+    """Epsilon's schedule."""
     one_of(cfg, "exploration.schedule", ["linear", "exponential"])
     in_range(cfg, "exploration.start", 0.0, 1.0)
     in_range(cfg, "exploration.end", 0.0, 1.0)
@@ -172,6 +194,9 @@ def validate(cfg: DictConfig) -> None:
         )
     in_range(cfg, "exploration.duration", 0, math.inf, hi_open=True)
 
+
+def _run(cfg: DictConfig) -> None:
+    """Evaluation, logging, budget, seeds and what a batched run or recorded updates allow."""
     in_range(cfg, "eval.interval", 0, math.inf, hi_open=True)
     positive(cfg, "eval.episodes")
     positive(cfg, "log.interval")
