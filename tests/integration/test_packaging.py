@@ -1,5 +1,6 @@
-"""A plain (non-editable) `pip install .` ships every package: pyproject.toml lists packages by hand (the
-configs come in through the rlrun/conf symlink), so a new folder must be listed there too."""
+"""A plain (non-editable) `pip install .` ships every package: pyproject.toml has setuptools discover them
+([tool.setuptools.packages.find], following the rlrun/conf symlink into conf/), so a new folder of code or
+configs (a new config group) is shipped without editing pyproject.toml."""
 
 import os
 from pathlib import Path
@@ -9,16 +10,54 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_every_folder_with_code_or_configs_is_a_listed_package():
+def discovered(root: Path) -> set[str]:
+    """The packages setuptools finds under `root` with pyproject.toml's [tool.setuptools.packages.find]."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    on_disk = {"hydra_plugins"}  # the namespace package, without files of its own (Hydra's plugin discovery)
+    from setuptools import find_namespace_packages
+
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    assert find["namespaces"] is True, "the conf folders and hydra_plugins have no __init__.py"
+    return set(find_namespace_packages(str(root), include=find["include"], exclude=find.get("exclude", ())))
+
+
+def shipped_folders(root: Path) -> set[str]:
+    """Every folder under rlrun/ and hydra_plugins/ that holds code or configs, as a package name."""
+    folders = {"hydra_plugins"}  # the namespace package, without files of its own (Hydra's plugin discovery)
     for top in ("rlrun", "hydra_plugins"):
-        for folder, _, files in os.walk(ROOT / top, followlinks=True):  # into the rlrun/conf symlink
+        for folder, _, files in os.walk(root / top, followlinks=True):  # into the rlrun/conf symlink
             if "__pycache__" not in folder and any(f.endswith((".py", ".yaml")) for f in files):
-                on_disk.add(".".join(Path(folder).relative_to(ROOT).parts))
-    assert on_disk - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
-    assert listed - on_disk == set(), "listed packages that do not exist"
+                folders.add(".".join(Path(folder).relative_to(root).parts))
+    return folders
+
+
+def test_every_folder_with_code_or_configs_is_a_discovered_package():
+    found = discovered(ROOT)
+    assert shipped_folders(ROOT) - found == set(), "not shipped: see [tool.setuptools.packages.find] in pyproject.toml"
+    assert {"rlrun.conf.algo", "rlrun.conf.hydra.launcher", "hydra_plugins.rlrun_batched_launcher"} <= found
+
+
+def test_a_new_config_group_and_a_bytecode_cache_need_no_pyproject_edit(tmp_path):
+    """A layout like the repository's, with a config group folder pyproject.toml has never heard of: it is
+    discovered; __pycache__ folders, tests and scripts are not."""
+    for path in [
+        "rlrun/__init__.py",
+        "rlrun/__pycache__/run.cpython-311.pyc",
+        "rlrun/algos/__init__.py",
+        "conf/__init__.py",
+        "conf/config.yaml",
+        "conf/algo/mdqn.yaml",
+        "conf/newgroup/option.yaml",
+        "conf/hydra/launcher/batched.yaml",
+        "hydra_plugins/rlrun_new_launcher/__init__.py",
+        "tests/unit/test_x.py",
+        "scripts/bench.py",
+    ]:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    (tmp_path / "rlrun" / "conf").symlink_to(Path("..") / "conf")
+    found = discovered(tmp_path)
+    assert found == shipped_folders(tmp_path) | {"rlrun.conf.hydra"}  # hydra/ holds only the launcher folder
+    assert {"rlrun.conf.newgroup", "rlrun.conf.algo", "hydra_plugins.rlrun_new_launcher"} <= found
 
 
 def test_every_command_module_has_its_console_script():
@@ -33,3 +72,27 @@ def test_every_command_module_has_its_console_script():
         "rlrun-report": "rlrun.report:main",
         "rlrun-doctor": "rlrun.doctor:main",
     }
+
+
+def test_the_wheel_holds_every_config_and_both_launchers(tmp_path):
+    """`pip wheel .` of a copy of the working tree (no build files left in the checkout): every conf/ YAML is
+    package data of rlrun.conf, and both of rlrun's Hydra launchers are in hydra_plugins."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    src = tmp_path / "src"
+    skip = shutil.ignore_patterns(".git", ".venv", "outputs", "multirun", "build", "dist", "*.egg-info", "__pycache__")
+    shutil.copytree(ROOT, src, symlinks=True, ignore=skip)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp_path, src],
+        check=True,
+    )
+    (wheel,) = tmp_path.glob("rlrun-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    configs = {f"rlrun/{p.relative_to(src).as_posix()}" for p in (src / "conf").rglob("*.yaml")}
+    assert configs and configs - names == set()
+    for launcher in ("rlrun_batched_launcher/batched_launcher.py", "rlrun_ray_launcher/ray_launcher.py"):
+        assert f"hydra_plugins/{launcher}" in names
+    assert "rlrun/report/__main__.py" in names and not any(n.startswith(("tests/", "scripts/")) for n in names)
