@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlrun.algos import dqn, pqn
+from rlrun.algos import dqn, mdqn, pqn
 from rlrun.algos.base import Algorithm
 
-ALGORITHMS: dict[str, Algorithm] = {m.ALGORITHM.name: m.ALGORITHM for m in (dqn, pqn)}
+ALGORITHMS: dict[str, Algorithm] = {m.ALGORITHM.name: m.ALGORITHM for m in (dqn, pqn, mdqn)}
 
 
 def algo_kind(algo: Any) -> str:
