@@ -4,9 +4,10 @@
 `hydra_main`, a thin wrapper that calls `train` and returns the objective sweepers optimise. Everything that
 can go wrong becomes one line on stderr and an exit code (`rlrun.jobs`).
 
-Nothing here imports torch until a run starts, so `--help` and refusals are quick. `--help` is rlrun's own
-(`print_help`): the groups with their options, and every key of the composed config with its value and a
-one-line description read from the comments of its schema in rlrun/config.py.
+Nothing here imports torch until a config is validated (the algorithms' modules under rlrun/algos import it
+only where they build a learner), so `--help` is quick. `--help` is rlrun's own (`print_help`): the groups
+with their options, and every key of the composed config with its value and a one-line description read
+from the comments of its schema (rlrun/config.py, and each algorithm's in rlrun/algos/).
 """
 
 from __future__ import annotations
@@ -218,12 +219,13 @@ def _dataclass_in(hint: Any) -> type | None:
 
 def _matching_schema(node: DictConfig) -> type | None:
     """The schema of a group whose field is typed `Any` (buffer, optimizer, algo): the dataclass of
-    rlrun.config whose fields are exactly the node's keys."""
+    rlrun.config, or an algorithm's (rlrun.algos), whose fields are exactly the node's keys."""
     from rlrun import config
+    from rlrun.algos import ALGORITHMS
 
     keys = set(node.keys())
-    for cls in vars(config).values():
-        ours = isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == config.__name__
-        if ours and {f.name for f in dataclasses.fields(cls)} == keys:
+    ours = [c for c in vars(config).values() if isinstance(c, type) and c.__module__ == config.__name__]
+    for cls in [*ours, *(algo.schema for algo in ALGORITHMS.values())]:
+        if dataclasses.is_dataclass(cls) and {f.name for f in dataclasses.fields(cls)} == keys:
             return cls
     return None

@@ -99,7 +99,8 @@ class Trainer:
                 self.window.add_measured(measured)
             return
         if s.rollout:  # the rollout's minibatches, with its lambda-returns
-            batches: Any = learner.batches(buffer)  # type: ignore[attr-defined]
+            assert learner.batches is not None
+            batches: Any = learner.batches(buffer)
         else:
             batches = (buffer.sample(s.batch_size, beta) for _ in range(count))
         for batch in batches:

@@ -57,6 +57,8 @@ class UpdateStep:
         self.target: Any = target
         self.optimizer = optimizer
         self.loss = loss
+        # A rollout algorithm's `batches(rollout)`: the minibatches of a full rollout (rlrun.algos.pqn).
+        self.batches: Callable[[Any], Any] | None = None
         self.noisy = getattr(online, "noisy", False)
         self.noise_generator = noise_generator
         self.max_grad_norm = clip_threshold(max_grad_norm)

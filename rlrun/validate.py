@@ -15,7 +15,6 @@ from rlrun.algos import ALGORITHMS, algo_kind, algorithm
 from rlrun.checks import cfg_get, check, in_range, one_of, positive
 from rlrun.config import GROUP_TARGETS, DeviceConfig, EnvConfig, RunConfig
 from rlrun.errors import ConfigError, UnknownKeyError
-from rlrun.networks import ACTIVATIONS, INITS
 
 
 def check_schema(cfg: Any) -> None:
@@ -117,6 +116,8 @@ def _env(cfg: DictConfig) -> None:
 
 def _network(cfg: DictConfig) -> None:
     """The network group (the head's own rules are the algorithm's: rlrun.algos)."""
+    from rlrun.networks import ACTIVATIONS, INITS  # torch: imported here, so --help never imports it
+
     check(
         len(cfg.network.hidden_sizes) > 0 and all(h > 0 for h in cfg.network.hidden_sizes),
         "network.hidden_sizes",

@@ -5,6 +5,10 @@ The loss is TorchRL-style: a module that holds the online and target nets and ma
 per-sample losses; the head of the network (rlrun.heads) defines the target and the loss of each kind.
 The update step around it (AMP, clipping, the non-finite policy, the target sync) is rlrun.update's,
 shared with every algorithm.
+
+Like every algorithm module, this one imports torch and the learning modules inside the functions that
+build and run the learner, never at the top: `--help`, config checks and refusals read its schema and
+rules without importing torch (tests/integration/test_cli.py checks it).
 """
 
 from __future__ import annotations
@@ -13,21 +17,31 @@ import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from omegaconf import DictConfig
-from torch.nn import functional as F
 
 from rlrun.algos.base import COMMON_BATCHABLE, Algorithm, PerAgent, Schedule
 from rlrun.checks import cfg_get, check, in_range, positive
 from rlrun.errors import ConfigError
-from rlrun.heads import LossTerms, ScalarHead
-from rlrun.replay import Batch
-from rlrun.update import UpdateStep
 
-# Scalar losses by name; cross_entropy (C51) and quantile_huber (QR-DQN, IQN) are their heads' own.
-LOSSES: dict[str, Callable[..., torch.Tensor]] = {"huber": F.smooth_l1_loss, "mse": F.mse_loss}
+if TYPE_CHECKING:
+    import torch
+
+    from rlrun.heads import LossTerms
+    from rlrun.replay import Batch
+    from rlrun.update import UpdateStep
+
+# Scalar losses by name (torch.nn.functional's); cross_entropy (C51) and quantile_huber (QR-DQN, IQN) are
+# their heads' own.
+LOSSES = {"huber": "smooth_l1_loss", "mse": "mse_loss"}
+
+
+def scalar_loss(name: str) -> Callable[..., torch.Tensor]:
+    """The per-sample scalar loss `name` (huber or mse) as torch's function."""
+    from torch.nn import functional
+
+    return getattr(functional, LOSSES[name])
 
 
 @dataclass
@@ -69,11 +83,13 @@ class TDLoss:
         iqn_target_taus: int = 8,
         noise_generator: Any = None,
     ):
+        from rlrun.heads import ScalarHead
+
         # QNetwork and the stacked networks declare their head; any other module maps obs to scalar Q-values.
         self.online, self.target, self.head = online, target, getattr(online, "q_head", ScalarHead())
         if loss not in self.head.losses:
             raise ValueError(f"loss={loss!r} does not fit a {self.head.name} head: use {' or '.join(self.head.losses)}")
-        self.double, self.loss_fn = double, LOSSES.get(loss)
+        self.double, self.loss_fn = double, scalar_loss(loss) if loss in LOSSES else None
         self.kappa, self.iqn_taus, self.iqn_target_taus = kappa, iqn_taus, iqn_target_taus
         self.noise_generator = noise_generator
         self.agents = getattr(online, "agents", None)
@@ -89,6 +105,8 @@ class TDLoss:
     def sample_taus(self, batch_shape: torch.Size, n: int) -> torch.Tensor:
         """IQN: (..., B, n) fractions ~ U(0, 1), each agent's from its own generator (as its single run draws
         them, so a stacked agent equals its single-seed run)."""
+        import torch
+
         generators = self.noise_generator
         if self.agents is None or not isinstance(generators, (list, tuple)):
             return torch.rand(*batch_shape, n, generator=generators, device=self.device)
@@ -109,6 +127,8 @@ def dqn_learner(
 ) -> UpdateStep:
     """A DQN learner from plain values: a target net copied from `online`, the TD loss module, and the
     shared update step (`update`: rlrun.update.UpdateStep's keywords). Defaults are AlgoConfig's."""
+    from rlrun.update import UpdateStep
+
     target = copy.deepcopy(online).requires_grad_(False)
     td = TDLoss(
         online,

@@ -20,18 +20,21 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from omegaconf import DictConfig
 
 from rlrun.algos import dqn
 from rlrun.algos.base import Algorithm, PerAgent
 from rlrun.checks import cfg_get, check, in_range, one_of
 from rlrun.errors import ConfigError
-from rlrun.heads import LossTerms, ScalarHead
-from rlrun.replay import Batch
-from rlrun.update import UpdateStep
+
+if TYPE_CHECKING:  # imported where used: the schema and rules are read without torch (rlrun.algos.dqn)
+    import torch
+
+    from rlrun.heads import LossTerms
+    from rlrun.replay import Batch
+    from rlrun.update import UpdateStep
 
 
 @dataclass
@@ -47,7 +50,6 @@ class MDQNAlgoConfig(dqn.AlgoConfig):
     l0: float = -1.0  # lower clip of temperature * log pi(a|s) in the bonus (log pi -> -inf for unlikely a)
 
 
-@torch.no_grad()
 def munchausen_target(
     q: torch.Tensor,
     actions: torch.Tensor,
@@ -61,11 +63,14 @@ def munchausen_target(
 ) -> torch.Tensor:
     """The Munchausen target of a batch from the target net's Q-values: `q` = Q_target(s, .) and `next_q` =
     Q_target(s', .), (..., B, A); `actions`, `rewards`, `discounts`: (..., B). Any leading (agent) axes."""
-    log_pi = torch.log_softmax(q / temperature, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-    bonus = munchausen_alpha * (temperature * log_pi).clamp(min=l0, max=0.0)
-    next_log_pi = torch.log_softmax(next_q / temperature, dim=-1)
-    next_v = (next_log_pi.exp() * (next_q - temperature * next_log_pi)).sum(dim=-1)
-    return rewards + bonus + discounts * next_v
+    import torch
+
+    with torch.no_grad():
+        log_pi = torch.log_softmax(q / temperature, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        bonus = munchausen_alpha * (temperature * log_pi).clamp(min=l0, max=0.0)
+        next_log_pi = torch.log_softmax(next_q / temperature, dim=-1)
+        next_v = (next_log_pi.exp() * (next_q - temperature * next_log_pi)).sum(dim=-1)
+        return rewards + bonus + discounts * next_v
 
 
 class MunchausenLoss:
@@ -82,13 +87,17 @@ class MunchausenLoss:
         temperature: float = 0.03,
         l0: float = -1.0,
     ):
+        from rlrun.heads import ScalarHead
+
         head = getattr(online, "q_head", ScalarHead())
         if head.name != "scalar" or loss not in dqn.LOSSES:
             raise ValueError(f"M-DQN needs a scalar Q-network and loss huber or mse, not a {head.name} head, {loss!r}")
-        self.online, self.target, self.loss_fn = online, target, dqn.LOSSES[loss]
+        self.online, self.target, self.loss_fn = online, target, dqn.scalar_loss(loss)
         self.munchausen_alpha, self.temperature, self.l0 = munchausen_alpha, temperature, l0
 
     def td_target(self, batch: Batch) -> torch.Tensor:
+        import torch
+
         with torch.no_grad():
             q, next_q = self.target(batch.obs), self.target(batch.next_obs)
         return munchausen_target(
@@ -121,6 +130,8 @@ def mdqn_learner(
 ) -> UpdateStep:
     """An M-DQN learner from plain values: a target net copied from `online`, the Munchausen loss module, and
     the shared update step (`update`: rlrun.update.UpdateStep's keywords)."""
+    from rlrun.update import UpdateStep
+
     target = copy.deepcopy(online).requires_grad_(False)
     mloss = MunchausenLoss(online, target, loss=loss, munchausen_alpha=munchausen_alpha, temperature=temperature, l0=l0)
     return UpdateStep(online, optimizer, mloss, target=target, **update)

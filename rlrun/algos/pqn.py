@@ -17,19 +17,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from omegaconf import DictConfig
 
 from rlrun.algos.base import COMMON_BATCHABLE, Algorithm, PerAgent, Schedule
-from rlrun.algos.dqn import LOSSES, AlgoConfig, update_settings
+from rlrun.algos.dqn import AlgoConfig, scalar_loss, update_settings
 from rlrun.checks import cfg_get, check, in_range, positive
 from rlrun.errors import ConfigError
-from rlrun.heads import LossTerms
-from rlrun.replay import Batch
-from rlrun.rollout import Rollout
-from rlrun.update import UpdateStep
+
+if TYPE_CHECKING:  # imported where used: the schema and rules are read without torch (rlrun.algos.dqn)
+    import torch
+
+    from rlrun.heads import LossTerms
+    from rlrun.replay import Batch
+    from rlrun.rollout import Rollout
+    from rlrun.update import UpdateStep
 
 
 @dataclass
@@ -64,6 +67,8 @@ def lambda_returns(
     at the rollout's last step and where an episode ends, the return cannot continue:
         G_t = r_t + gamma * next_values[t]  (truncated, or the rollout ends),   G_t = r_t  (terminated).
     """
+    import torch
+
     returns = torch.empty_like(rewards)
     later = next_values[-1]  # beyond the rollout: G_T is replaced by the bootstrap value itself
     for t in reversed(range(rewards.shape[0])):
@@ -78,36 +83,34 @@ class PQNLoss:
     """Regression of Q(s, a) on the minibatch's lambda-returns (carried as its rewards): no target net."""
 
     def __init__(self, online: Any, loss: str = "mse"):
-        self.online, self.loss_fn = online, LOSSES[loss]
+        self.online, self.loss_fn = online, scalar_loss(loss)
 
     def __call__(self, batch: Batch) -> LossTerms:
         q = self.online(batch.obs).gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1).float()
         return self.loss_fn(q, batch.rewards, reduction="none"), q, None
 
 
-class PQNLearner(UpdateStep):
-    """The shared update step, fed with a rollout's minibatches (`batches`). `shuffle_generators`: one per agent,
-    for shuffling; `num_envs`: sub-envs per agent (rollout rows k * num_envs ... are agent k's)."""
+class QLambdaBatches:
+    """`batches(rollout)`: the minibatches of one update phase, Q(lambda) returns computed once under the
+    current network, then `update_epochs` shuffled passes of `num_minibatches`. `learner`: the update step
+    (its online net, autocast and stacked agents); `generators`: one per agent, for shuffling; `num_envs`:
+    sub-envs per agent (rollout rows k * num_envs ... are agent k's)."""
 
     def __init__(
         self,
-        online: Any,
-        optimizer: Any,
-        loss: Any,
+        learner: UpdateStep,
+        generators: list,
         *,
-        shuffle_generators: list,
         num_envs: int,
         gamma: float,
         q_lambda: float,
         update_epochs: int,
         num_minibatches: int,
-        **update: Any,
     ):
-        super().__init__(online, optimizer, loss, **update)
-        self.generators = list(shuffle_generators)
+        self.learner, self.generators, self.agents = learner, list(generators), learner.agents
         self.num_envs, self.gamma, self.q_lambda = num_envs, gamma, q_lambda
         self.update_epochs, self.num_minibatches = update_epochs, num_minibatches
-        self.device = self._online_params[0].device
+        self.device = next(learner.online.parameters()).device
 
     def _per_agent(self, x: torch.Tensor) -> torch.Tensor:
         """(T, K * N, ...) rollout rows -> (T * N, ...) for one agent, (K, T * N, ...) for K: each agent's
@@ -117,13 +120,14 @@ class PQNLearner(UpdateStep):
         t, n = x.shape[0], self.num_envs
         return x.reshape(t, self.agents, n, *x.shape[2:]).transpose(0, 1).reshape(self.agents, t * n, *x.shape[2:])
 
-    @torch.no_grad()
     def rollout_returns(self, data: dict[str, torch.Tensor]) -> torch.Tensor:
         """(T, K * N) lambda-returns of a rollout (rlrun.rollout.Rollout.tensors) under the current network."""
+        import torch
+
         t_steps, rows = data["rewards"].shape
         next_obs = self._per_agent(data["next_obs"])
-        with self.autocast():
-            next_q = self.online(next_obs).float()
+        with torch.no_grad(), self.learner.autocast():
+            next_q = self.learner.online(next_obs).float()
         next_values = next_q.amax(dim=-1)  # (T * N,) or (K, T * N)
         if self.agents is not None:  # back to rollout rows: (K, T, N) -> (T, K * N)
             next_values = next_values.reshape(self.agents, t_steps, self.num_envs).transpose(0, 1)
@@ -132,8 +136,12 @@ class PQNLearner(UpdateStep):
             data["rewards"], next_values, data["terminated"], data["truncated"], self.gamma, self.q_lambda
         )
 
-    def batches(self, rollout: Rollout) -> Iterator[Batch]:
+    def __call__(self, rollout: Rollout) -> Iterator[Batch]:
         """The minibatches of one update phase: returns computed once, then `update_epochs` passes."""
+        import torch
+
+        from rlrun.replay import Batch
+
         data = rollout.tensors(self.device)
         returns = self._per_agent(self.rollout_returns(data))
         obs, actions = self._per_agent(data["obs"]), self._per_agent(data["actions"])
@@ -178,21 +186,23 @@ def pqn_learner(
     num_minibatches: int = 4,
     loss: str = "mse",
     **update: Any,
-) -> PQNLearner:
+) -> UpdateStep:
     """A PQN learner from plain values (defaults: PQNAlgoConfig's; `update`: rlrun.update.UpdateStep's
-    keywords). `generators`: one per agent, for shuffling."""
-    return PQNLearner(
-        online,
-        optimizer,
-        PQNLoss(online, loss),
-        shuffle_generators=generators,
+    keywords): the shared update step with PQN's loss, fed by `learner.batches(rollout)`. `generators`: one
+    per agent, for shuffling."""
+    from rlrun.update import UpdateStep
+
+    learner = UpdateStep(online, optimizer, PQNLoss(online, loss), **update)
+    learner.batches = QLambdaBatches(
+        learner,
+        generators,
         num_envs=num_envs,
         gamma=gamma,
         q_lambda=q_lambda,
         update_epochs=update_epochs,
         num_minibatches=num_minibatches,
-        **update,
     )
+    return learner
 
 
 def make_learner(cfg: DictConfig, online: Any, optimizer: Any, generators: list, per_agent: PerAgent) -> UpdateStep:

@@ -79,7 +79,7 @@ def test_returns_bootstrap_from_the_real_next_observation_under_the_current_netw
     data = rollout.tensors(torch.device("cpu"))
     next_values = 2 * (data["next_obs"][..., 0])  # max_a Q(s', a) = 2 s'
     expected = lambda_returns(data["rewards"], next_values, data["terminated"], data["truncated"], 0.5, 0.5)
-    assert torch.allclose(learner.rollout_returns(data), expected)
+    assert torch.allclose(learner.batches.rollout_returns(data), expected)
     assert expected[1, 1] == 1 + 0.5 * 2 * 12  # truncated: r + gamma * max Q(final obs 12)
 
 
