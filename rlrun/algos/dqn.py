@@ -173,6 +173,21 @@ def make_learner(cfg: DictConfig, online: Any, optimizer: Any, generators: list,
     )
 
 
+def require_scalar_head(cfg: DictConfig, algo: str, noisy: bool = True) -> None:
+    """For an algorithm that needs one Q-value per action: refuse the C51, QR-DQN and IQN heads (and noisy
+    layers unless `noisy`), naming the key."""
+    n = cfg.network
+    heads = [
+        ("network.num_atoms", n.num_atoms > 1),
+        ("network.num_quantiles", n.num_quantiles > 0),
+        ("network.tau_embedding_dim", n.tau_embedding_dim > 0),
+    ]
+    nets = "mlp, dueling, noisy, cnn" if noisy else "mlp, dueling, cnn"
+    for key, on in heads + ([] if noisy else [("network.noisy", n.noisy)]):
+        if on:
+            raise ConfigError(key, cfg_get(cfg, key), f"its default with algo={algo} (a scalar Q-net: {nets})")
+
+
 def check_head(cfg: DictConfig) -> None:
     """The network's head and the loss it trains with (rlrun.heads): one head kind, its own settings."""
     n = cfg.network

@@ -26,8 +26,7 @@ from omegaconf import DictConfig
 
 from rlrun.algos import dqn
 from rlrun.algos.base import Algorithm, PerAgent
-from rlrun.checks import cfg_get, check, in_range, one_of
-from rlrun.errors import ConfigError
+from rlrun.checks import check, in_range, one_of
 
 if TYPE_CHECKING:  # imported where used: the schema and rules are read without torch (rlrun.algos.dqn)
     import torch
@@ -152,16 +151,7 @@ def make_learner(cfg: DictConfig, online: Any, optimizer: Any, generators: list,
 
 def check_mdqn(cfg: DictConfig) -> None:
     """M-DQN (algo=mdqn): a scalar Q-network (mlp, dueling, noisy, cnn), a scalar loss, its keys in range."""
-    n = cfg.network
-    for key, on in [
-        ("network.num_atoms", n.num_atoms > 1),
-        ("network.num_quantiles", n.num_quantiles > 0),
-        ("network.tau_embedding_dim", n.tau_embedding_dim > 0),
-    ]:
-        if on:
-            raise ConfigError(
-                key, cfg_get(cfg, key), "its default with algo=mdqn (a scalar Q-net: mlp, dueling, noisy, cnn)"
-            )
+    dqn.require_scalar_head(cfg, "mdqn")
     one_of(cfg, "algo.loss", ["huber", "mse"])
     check(not cfg.algo.double, "algo.double", cfg.algo.double, "false with algo=mdqn (the soft value has no argmax)")
     in_range(cfg, "algo.munchausen_alpha", 0.0, 1.0)

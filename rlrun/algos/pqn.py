@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig
 
 from rlrun.algos.base import COMMON_BATCHABLE, Algorithm, PerAgent, Schedule
-from rlrun.algos.dqn import AlgoConfig, scalar_loss, update_settings
+from rlrun.algos.dqn import AlgoConfig, require_scalar_head, scalar_loss, update_settings
 from rlrun.checks import cfg_get, check, in_range, positive
-from rlrun.errors import ConfigError
 
 if TYPE_CHECKING:  # imported where used: the schema and rules are read without torch (rlrun.algos.dqn)
     import torch
@@ -233,15 +232,7 @@ def check_pqn(cfg: DictConfig) -> None:
         a.num_minibatches,
         f"a divisor of algo.num_steps x env.num_envs = {rollout} with algo=pqn",
     )
-    n = cfg.network
-    for key, on in [
-        ("network.num_atoms", n.num_atoms > 1),
-        ("network.num_quantiles", n.get("num_quantiles", 0) > 0),
-        ("network.tau_embedding_dim", n.get("tau_embedding_dim", 0) > 0),
-        ("network.noisy", n.noisy),
-    ]:
-        if on:
-            raise ConfigError(key, cfg_get(cfg, key), "its default with algo=pqn (a scalar Q-net: mlp, dueling, cnn)")
+    require_scalar_head(cfg, "pqn", noisy=False)
     for key, ok, allowed in [
         # Recording an update phase (rlrun.graphs) samples replay inside the graph; a rollout's minibatches
         # are cut on the host.
