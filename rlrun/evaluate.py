@@ -23,16 +23,14 @@ from typing import Any, NoReturn
 
 import gymnasium as gym
 import torch
-import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from rlrun import agents, checkpoint as ckpt, rundir, saved
-from rlrun.build import make_eval_envs, make_network
+from rlrun import checkpoint as ckpt, policy, rundir
+from rlrun.build import make_eval_envs
 from rlrun.device import resolve_device
 from rlrun.envs import env_spec
 from rlrun.errors import ConfigError
 from rlrun.evaluation import evaluate
-from rlrun.validate import validate
 
 USAGE = (
     "usage: python -m rlrun.evaluate <run dir or checkpoint.pt> [episodes=10] [seed=0] [video=false] [device=auto]"
@@ -75,64 +73,6 @@ def parse(argv: list[str]) -> tuple[Path, dict[str, Any]]:
     if opts["device"] not in ("auto", "cpu", "cuda"):
         fail(2, f"device must be one of auto, cpu, cuda, got {opts['device']!r}")
     return Path(argv[0]), opts
-
-
-def saved_config(run_dir: Path, env_id: str | None = None) -> DictConfig:
-    """A run's `.hydra/config.yaml`, checked and rebuilt on rlrun's schemas like a checkpoint's config."""
-    path = run_dir / ".hydra" / "config.yaml"
-    if not path.exists():
-        raise ckpt.CheckpointError(f"{path} is missing: model.pt needs its run's config next to it")
-    try:
-        return saved.from_disk(yaml.safe_load(path.read_text()), env_id)
-    except yaml.YAMLError as e:
-        raise ckpt.CheckpointError(f"{path}: unreadable ({str(e).splitlines()[0]})") from None
-
-
-def load_policy(path: Path, device: torch.device, env_id: str | None = None) -> tuple[DictConfig, dict, Path]:
-    """(config, network weights, directory) from a run directory, a checkpoint file or a model.pt.
-    Nothing read chooses which code runs: configs are checked and rebuilt on rlrun's schemas
-    (`rlrun.saved.from_disk`); `env_id` is the command line's, which may confirm a saved `module:` id."""
-    if not path.exists():
-        fail(2, f"{path} does not exist: give a run directory, its checkpoint.pt or its model.pt")
-    if path.is_dir():
-        agent_models = sorted(path.glob("seed=*/model.pt"))
-        if agent_models:  # a batched run (seeds=K): each agent is evaluated on its own, like a single-seed run
-            fail(
-                2,
-                f"{path} is a batched run of {len(agent_models)} agents; evaluate one of them: "
-                + ", ".join(str(a.parent) for a in agent_models),
-            )
-        if (path / ckpt.LATEST).exists() or (path / ckpt.PREVIOUS).exists():
-            state, used = ckpt.load(path, map_location=device)
-            if used.name != ckpt.LATEST:
-                print(
-                    f"rlrun.evaluate: warning: {path / ckpt.LATEST} is damaged; evaluating {used.name} "
-                    f"(step {state['step']})",
-                    file=sys.stderr,
-                )
-            return one_agent(saved.from_disk(state["config"], env_id), path), state["learner"]["online"], path
-        if not (path / "model.pt").exists():
-            fail(2, f"{path} is neither a checkpoint nor a run directory with weights")
-        path = path / "model.pt"
-    if not path.is_file():
-        fail(2, f"{path} is neither a checkpoint nor a run directory with weights")
-    state = ckpt.read(path, map_location=device)
-    if isinstance(state, dict) and "learner" in state:
-        state = ckpt.load_file(path, map_location=device)
-        cfg = one_agent(saved.from_disk(state["config"], env_id), path.parent)
-        return cfg, state["learner"]["online"], path.parent
-    if isinstance(state, dict) and state and all(isinstance(v, torch.Tensor) for v in state.values()):
-        return saved_config(path.parent, env_id), state, path.parent  # a model.pt: weights only
-    raise ckpt.CheckpointError(f"{path}: neither an rlrun checkpoint nor a model.pt")
-
-
-def one_agent(cfg: DictConfig, run_dir: Path) -> DictConfig:
-    """`cfg` if it trains one agent; a run of several (seeds=K, an agents list, a batched sweep's group)
-    is refused, naming the agents' directories, each evaluated on its own."""
-    if cfg.seeds > 1 or cfg.agents:
-        dirs = [os.path.normpath(run_dir / name) for name in agents.agent_names(cfg)]
-        fail(2, f"{run_dir} is a batched run of {len(dirs)} agents; evaluate one of them: " + ", ".join(map(str, dirs)))
-    return cfg
 
 
 class FrameRecorder(gym.vector.VectorWrapper):
@@ -194,7 +134,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     path, opts = parse(sys.argv[1:] if argv is None else argv)
     try:
         device = resolve_device(opts["device"])
-        cfg, weights, out_dir = load_policy(path, device, opts["env.id"])
+        cfg, weights, out_dir, fallback = policy.read_saved(path, device, opts["env.id"])
+        if fallback is not None:
+            used, step = fallback
+            print(
+                f"rlrun.evaluate: warning: {out_dir / ckpt.LATEST} is damaged; evaluating {used.name} (step {step})",
+                file=sys.stderr,
+            )
         if opts["video"]:
             check_video_extra()
             rundir.check_links(out_dir)  # videos go into the run: never through a link out of it
@@ -246,11 +192,7 @@ def new_video_dir(out_dir: Path, seed: int) -> Path:
 def play(cfg: DictConfig, weights: dict, opts: dict[str, Any], device: torch.device, video_dir: Path | None = None):
     """The greedy returns of `opts['episodes']` episodes and, with `video_dir`, the videos of those same
     episodes, recorded while they are played."""
-    from rlrun.config import LoggerConfig
-
-    cfg = cfg.copy()
-    cfg.logger = OmegaConf.structured(LoggerConfig)  # evaluation logs to no backend: none has to be installed
-    validate(cfg)
+    cfg = policy.without_logging(cfg)
     if video_dir is not None:
         # pygame renders off-screen: no display, no audio device, no XDG_RUNTIME_DIR warning from SDL
         for key in ("SDL_VIDEODRIVER", "SDL_AUDIODRIVER"):
@@ -260,9 +202,7 @@ def play(cfg: DictConfig, weights: dict, opts: dict[str, Any], device: torch.dev
     envs = make_eval_envs(cfg, opts["episodes"])
     recorder = FrameRecorder(envs) if video_dir is not None else None
     try:
-        shape = envs.single_observation_space.shape
-        q_net = make_network(cfg, shape, int(envs.single_action_space.n), device)
-        q_net.load_state_dict(weights)
+        q_net = policy.q_network(cfg, envs, weights, device)
         returns = evaluate(q_net, recorder or envs, [opts["seed"]], device)[0]
         videos = []
         if recorder is not None and video_dir is not None:
