@@ -130,7 +130,15 @@ def rendering(cfg: DictConfig) -> DictConfig:
     return video_cfg
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> int:
+    """`python -m rlrun.evaluate` and `rlrun-evaluate`: exit status 0 once the results are printed and saved
+    (a console script exits with what its main returns)."""
+    run(argv)
+    return 0
+
+
+def run(argv: list[str] | None = None) -> dict[str, Any]:
+    """Evaluate as the command line says and return the results (what evaluation.json holds)."""
     path, opts = parse(sys.argv[1:] if argv is None else argv)
     try:
         device = resolve_device(opts["device"])
@@ -213,4 +221,4 @@ def play(cfg: DictConfig, weights: dict, opts: dict[str, Any], device: torch.dev
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

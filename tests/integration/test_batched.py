@@ -20,7 +20,7 @@ from torch import nn
 
 from rlrun.algos.dqn import dqn_learner
 from rlrun.errors import ConfigError
-from rlrun.evaluate import main as evaluate_main
+from rlrun.evaluate import run as evaluate_run
 from rlrun.networks import QNetwork
 from rlrun.replay import (
     Batch,
@@ -255,8 +255,8 @@ def test_each_agent_of_a_batched_run_is_its_single_seed_run(tmp_path, variant):
             assert torch.allclose(a_model[name], s_model[name], atol=1e-4), name
         # rlrun.evaluate takes an agent's dir like a single run's dir, and plays the same episodes.
         assert (
-            evaluate_main([str(agent), "episodes=3"])["returns"]
-            == evaluate_main([str(single), "episodes=3"])["returns"]
+            evaluate_run([str(agent), "episodes=3"])["returns"]
+            == evaluate_run([str(single), "episodes=3"])["returns"]
         )
     top = json.loads((batched / "summary.json").read_text())
     assert top["seeds"] == [5, 6] and set(top["agents"]) == {"5", "6"}

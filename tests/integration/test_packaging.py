@@ -71,7 +71,22 @@ def test_every_command_module_has_its_console_script():
         "rlrun-evaluate": "rlrun.evaluate:main",
         "rlrun-report": "rlrun.report:main",
         "rlrun-doctor": "rlrun.doctor:main",
+        "rlrun-export": "rlrun.export:main",
     }
+
+
+def test_every_console_script_returns_an_exit_status():
+    """A console script exits with what its main returns: None or an int, never a result (rlrun-evaluate once
+    returned its results dict, so a successful evaluation printed it to stderr and exited 1)."""
+    import typing
+    from importlib import import_module
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="console_scripts"):
+        if ep.name.startswith("rlrun-"):
+            module, _, name = ep.value.partition(":")
+            returns = typing.get_type_hints(getattr(import_module(module), name)).get("return")
+            assert returns in (int, type(None)), f"{ep.name}: main returns {returns}"
 
 
 def test_the_wheel_holds_every_config_and_both_launchers(tmp_path):
