@@ -21,8 +21,8 @@ steady single-process timings pin to an idle core: `taskset -c 0 python scripts/
 pins its runs itself; `seeds --separate` and `sweep` need several idle cores and must not be pinned).
 
 Only rlrun's stable surface is used: `python -m rlrun.train`, `rlrun.train.train`, Hydra's compose API,
-and the constructors of QNetwork, the DQN learner (rlrun.algos.dqn.dqn_learner), the replay buffers and FrameStore (and `atari`'s env-alone figure,
-`rlrun.envs.make_vector_env`).
+the constructors of QNetwork, the replay buffers and FrameStore, `rlrun.algos.dqn.dqn_learner` (and
+`atari`'s env-alone figure, `rlrun.envs.make_vector_env`).
 """
 
 from __future__ import annotations
