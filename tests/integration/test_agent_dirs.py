@@ -9,7 +9,7 @@ import re
 
 import pytest
 import torch
-from test_reliability import TINY, cli, copy_run, digest, train
+from test_reliability import TINY, cli, copy_run, digest, in_process
 
 from rlrun import checkpoint as ckpt, rundir
 
@@ -55,7 +55,7 @@ def test_job_dirs_are_stored_relative_to_the_group(sweep):
 def test_a_copied_sweep_resumes_into_its_own_job_dirs(sweep, tmp_path):
     copy = copy_run(sweep, tmp_path / "copy")
     before = digest(sweep)
-    cli("rlrun.resume", copy / GROUP, "total_steps=960", rc=0)
+    in_process("rlrun.resume", copy / GROUP, "total_steps=960", rc=0)
     assert digest(sweep) == before
     for job in ("seed=0", "seed=1"):
         rows = (copy / job / "episodes.csv").read_text().splitlines()
@@ -82,7 +82,7 @@ def test_a_checkpoint_pointing_an_agent_elsewhere_is_refused_and_changes_nothing
     craft_dirs(copy / GROUP, dirs)
     before, before_other = digest(copy), digest(other)
     job0 = digest(tmp_path / "job0") if where == "symlink" else None
-    proc = cli("rlrun.resume", copy / GROUP, "total_steps=960")
+    proc = in_process("rlrun.resume", copy / GROUP, "total_steps=960")
     one_line_refusal(proc, "agents[0].dir")
     assert digest(copy) == before and digest(other) == before_other
     assert not outside.exists()
@@ -96,10 +96,10 @@ def test_an_old_checkpoint_with_absolute_dirs_resumes_inside_its_sweep_only(swee
     copy = copy_run(sweep, tmp_path / "copy")
     craft_dirs(copy / GROUP, [str(sweep / "seed=0"), str(sweep / "seed=1")])  # the original sweep's jobs
     before = digest(sweep)
-    one_line_refusal(cli("rlrun.resume", copy / GROUP, "total_steps=960"), "agents[0].dir")
+    one_line_refusal(in_process("rlrun.resume", copy / GROUP, "total_steps=960"), "agents[0].dir")
     assert digest(sweep) == before
     craft_dirs(copy / GROUP, [str(copy / "seed=0"), str(copy / "seed=1")])
-    cli("rlrun.resume", copy / GROUP, "total_steps=960", rc=0)
+    in_process("rlrun.resume", copy / GROUP, "total_steps=960", rc=0)
     assert digest(sweep) == before
     assert int((copy / "seed=1" / "episodes.csv").read_text().splitlines()[-1].split(",")[0]) > 640
 
@@ -112,7 +112,9 @@ def test_a_new_run_never_writes_over_a_run_through_an_agent_dir(sweep, tmp_path,
     other = copy_run(sweep / "seed=0", tmp_path / "other")
     before = digest(other)
     target = str(other) if form == "absolute" else "../other"
-    proc = train(f"agents=[{{seed:0,dir:'{target}'}},{{seed:1}}]", f"hydra.run.dir={tmp_path / 'new'}")
+    proc = in_process(
+        "rlrun.train", *TINY, f"agents=[{{seed:0,dir:'{target}'}},{{seed:1}}]", f"hydra.run.dir={tmp_path / 'new'}"
+    )
     one_line_refusal(proc, "agents[0].dir")
     assert digest(other) == before
     assert not (tmp_path / "new").exists()
@@ -125,7 +127,9 @@ def test_a_group_run_dir_never_takes_a_finished_job_as_an_agent_dir(sweep, tmp_p
     (copy / "link").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     before = digest(copy)
     for target, says in [("../../seed=0", "already holds a run"), ("../../link/job", "symlink")]:
-        proc = train(
+        proc = in_process(
+            "rlrun.train",
+            *TINY,
             f"agents=[{{seed:0,dir:'{target}'}},{{seed:1,dir:'../../new1'}}]",
             f"hydra.run.dir={copy / '.batched' / 'jobs9-10'}",
         )
@@ -179,7 +183,7 @@ def test_a_mistyped_agent_value_is_refused_by_key(compose, tmp_path, entry, key)
 
     with pytest.raises(ConfigError, match="^" + re.escape(f"Invalid config value {key}=")):
         validate(compose(f"agents=[{entry},{{seed:1}}]"))
-    proc = train(f"agents=[{entry},{{seed:1}}]", f"hydra.run.dir={tmp_path / 'run'}")
+    proc = in_process("rlrun.train", *TINY, f"agents=[{entry},{{seed:1}}]", f"hydra.run.dir={tmp_path / 'run'}")
     one_line_refusal(proc, key)
     assert not (tmp_path / "run").exists()
 
@@ -187,6 +191,6 @@ def test_a_mistyped_agent_value_is_refused_by_key(compose, tmp_path, entry, key)
 @pytest.mark.parametrize("key", ["max_agents", "n_jobs"])
 def test_batched_launcher_settings_below_one_are_refused(tmp_path, key):
     args = ["hydra/launcher=batched", f"hydra.launcher.{key}=0", "seed=0,1", f"hydra.sweep.dir={tmp_path / 's'}"]
-    proc = cli("rlrun.train", "-m", *TINY, *args)
+    proc = in_process("rlrun.train", "-m", *TINY, *args)
     one_line_refusal(proc, f"hydra.launcher.{key}=0")
     assert not (tmp_path / "s").exists()

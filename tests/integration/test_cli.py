@@ -1,4 +1,5 @@
-"""The real entrypoint in a subprocess: what a user types, what a run leaves behind, how bad input reads."""
+"""The real entrypoint in a subprocess: what a user types, what a run leaves behind; how bad input reads (the
+command's `main` in this process: a subprocess adds seconds of imports to each refusal)."""
 
 import json
 import os
@@ -9,6 +10,7 @@ import sys
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from test_reliability import in_process
 
 REQUIRED_TAGS = {
     "charts/episodic_return",
@@ -132,7 +134,7 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize("args,key,hint", BAD_INPUT)
 def test_bad_input_is_one_clear_message(tmp_path, args, key, hint):
-    proc = run_train(*args, f"hydra.run.dir={tmp_path / 'run'}")
+    proc = in_process("rlrun.train", *args, f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode != 0
     assert key in proc.stderr and hint in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -141,7 +143,7 @@ def test_bad_input_is_one_clear_message(tmp_path, args, key, hint):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cuda_on_cpu_machine(tmp_path):
-    proc = run_train("device=cuda", f"hydra.run.dir={tmp_path / 'run'}")
+    proc = in_process("rlrun.train", "device=cuda", f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode == 2 and "device.type='cuda'" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -168,7 +170,7 @@ def test_doctor_reports_versions():
 
 @pytest.mark.parametrize("run_dir", ["/proc/rlrun_cannot_be_here", "/etc/hostname/sub"])
 def test_unwritable_output_dir_is_one_clear_message(run_dir):
-    proc = run_train(f"hydra.run.dir={run_dir}", "total_steps=10")
+    proc = in_process("rlrun.train", f"hydra.run.dir={run_dir}", "total_steps=10")
     assert proc.returncode == 4
     assert "cannot create the run directory" in proc.stderr and "Traceback" not in proc.stderr
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_reliability import ENV, TINY, cli, digest, train
+from test_reliability import ENV, TINY, cli, digest, in_process, train
 
 from rlrun import jobs
 
@@ -47,9 +47,9 @@ ENTRY_PATHS = {
 }
 
 
-def train_with(flags, *args, rc=None):
+def train_with(flags, *args, rc=None, run=cli):
     """A tiny run with Hydra's flags first (its parser takes no flag after the overrides)."""
-    return cli("rlrun.train", *flags, *TINY, *args, rc=rc)
+    return run("rlrun.train", *flags, *TINY, *args, rc=rc)
 
 
 @pytest.mark.parametrize("path", ENTRY_PATHS)
@@ -59,11 +59,11 @@ def test_every_entry_path_refuses_a_run_directory_and_a_bad_value_before_writing
     flags = ENTRY_PATHS[path](config_dir)
     run, _ = finished_run
     before = digest(run)
-    proc = train_with(flags, f"hydra.run.dir={run}", rc=2)
+    proc = train_with(flags, f"hydra.run.dir={run}", rc=2, run=in_process)
     assert "already holds a run" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert digest(run) == before, "a new run wrote into a finished run"
     fresh = tmp_path / "fresh"
-    proc = train_with(flags, "algo.gamma=1.5", f"hydra.run.dir={fresh}", rc=2)
+    proc = train_with(flags, "algo.gamma=1.5", f"hydra.run.dir={fresh}", rc=2, run=in_process)
     assert "algo.gamma" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not fresh.exists(), "a refused command left files behind"
 
@@ -74,12 +74,12 @@ def test_a_user_config_still_runs_and_the_other_flags_still_work(config_dir, tmp
     train_with(flags, "logger=[]", f"hydra.run.dir={run}", rc=0)
     assert "exp_name: mine" in (run / ".hydra" / "config.yaml").read_text()
     assert "exp_name: mine" in cli("rlrun.train", *flags, "--cfg", "job", rc=0).stdout
-    assert "exp_name: mine" in cli("rlrun.train", *flags, "--help", rc=0).stdout
+    assert "exp_name: mine" in in_process("rlrun.train", *flags, "--help", rc=0).stdout
     assert "Hydra" in cli("rlrun.train", *flags, "--info", rc=0).stdout
     for bad in (["--config-path", "no_such_dir"], ["--config-dir", tmp_path / "missing"]):
-        proc = cli("rlrun.train", *bad, f"hydra.run.dir={tmp_path / 'never'}", rc=2)
+        proc = in_process("rlrun.train", *bad, f"hydra.run.dir={tmp_path / 'never'}", rc=2)
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    proc = cli("rlrun.train", "--experimental-rerun", tmp_path / "config.pickle", rc=2)
+    proc = in_process("rlrun.train", "--experimental-rerun", tmp_path / "config.pickle", rc=2)
     assert "rlrun.resume" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from test_reliability import in_process
 
 RUN_ARGS = ["total_steps=1500", "algo.learning_starts=300", "eval.interval=0", "log.plot=false"]
 
@@ -24,10 +25,10 @@ def run_dir(tmp_path_factory):
 
 
 def test_same_seed_same_evaluation_from_dir_and_checkpoint(run_dir):
-    a = cli("-m", "rlrun.evaluate", str(run_dir), "episodes=3", "seed=7")
+    a = in_process("rlrun.evaluate", run_dir, "episodes=3", "seed=7")
     assert a.returncode == 0, a.stderr
     first = json.loads((run_dir / "evaluation.json").read_text())
-    b = cli("-m", "rlrun.evaluate", str(run_dir / "checkpoint.pt"), "episodes=3", "seed=7")
+    b = in_process("rlrun.evaluate", run_dir / "checkpoint.pt", "episodes=3", "seed=7")
     second = json.loads((run_dir / "evaluation.json").read_text())
     assert b.returncode == 0 and first["returns"] == second["returns"] and len(first["returns"]) == 3
     assert "mean return" in a.stdout
@@ -35,9 +36,9 @@ def test_same_seed_same_evaluation_from_dir_and_checkpoint(run_dir):
 
 
 def test_bad_arguments_are_clear(run_dir, tmp_path):
-    proc = cli("-m", "rlrun.evaluate", str(run_dir), "episodes=many")
+    proc = in_process("rlrun.evaluate", run_dir, "episodes=many")
     assert proc.returncode != 0 and "episodes must be an integer" in proc.stderr and "Traceback" not in proc.stderr
-    proc = cli("-m", "rlrun.evaluate", str(tmp_path))
+    proc = in_process("rlrun.evaluate", tmp_path)
     assert proc.returncode != 0 and "neither a checkpoint nor a run directory" in proc.stderr
 
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 from omegaconf import OmegaConf
-from test_reliability import cli, copy_run, digest, train
+from test_reliability import copy_run, digest, in_process, train
 from test_report import make_run
 
 from rlrun import rundir
@@ -54,7 +54,7 @@ def test_a_resume_replaces_linked_files_and_never_writes_through_them(finished_r
         (run / name).unlink(missing_ok=True)
         (run / name).symlink_to(kept / name)
 
-    cli("rlrun.resume", run, "total_steps=960", "log.plot=true", rc=0)
+    in_process("rlrun.resume", run, "total_steps=960", "log.plot=true", rc=0)
 
     assert_untouched(kept, names)
     for name in names:
@@ -116,7 +116,7 @@ def test_a_resume_refuses_a_run_holding_a_link_it_would_write_through(finished_r
     (run / name).symlink_to(outside / name)
     before, before_outside = digest(run), digest(outside)
 
-    proc = cli("rlrun.resume", run, "total_steps=960", rc=2)
+    proc = in_process("rlrun.resume", run, "total_steps=960", rc=2)
 
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert f"{run / name} is a link" in proc.stderr and "never writes through a link" in proc.stderr
@@ -130,7 +130,7 @@ def test_evaluate_never_writes_videos_through_a_linked_videos_directory(finished
     outside.mkdir()
     (run / "videos").symlink_to(outside)
     before = digest(run)
-    proc = cli("rlrun.evaluate", run, "episodes=1", "video=true", rc=2)
+    proc = in_process("rlrun.evaluate", run, "episodes=1", "video=true", rc=2)
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert f"{run / 'videos'} is a link" in proc.stderr
     assert not list(outside.iterdir()) and digest(run) == before
@@ -160,7 +160,7 @@ def test_a_resume_refuses_a_damaged_row_naming_its_line_and_changes_nothing(fini
     (run / name).write_text("".join(lines))
     before = digest(run)
 
-    proc = cli("rlrun.resume", run, "total_steps=960", rc=2)
+    proc = in_process("rlrun.resume", run, "total_steps=960", rc=2)
 
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert f"{run / name}, line 4: 'abc," in proc.stderr
@@ -198,7 +198,7 @@ def test_the_report_names_damaged_jobs_and_jobs_left_out_of_the_iqm(tmp_path):
     (not_yaml / ".hydra" / "config.yaml").write_text("seed: [7\nenv: {id: CartPole-v1\n")
     nan_job = sweep / "optimizer.lr=0.001" / "seed=5"
 
-    proc = cli("rlrun.report", sweep, rc=0)
+    proc = in_process("rlrun.report", sweep, rc=0)
 
     warnings = proc.stderr.strip().splitlines()
     assert len(warnings) == 2, proc.stderr

@@ -43,6 +43,63 @@ def train(*args, **kw):
     return cli("rlrun.train", *TINY, *args, **kw)
 
 
+def in_process(module, *args, cwd=None, rc=None):
+    """`cli` without the subprocess and its seconds of imports: the command's `main` in this process, its
+    stdout and stderr captured, its exit code read from its SystemExit; an exception it lets out fails the
+    test with its traceback. For commands refused before they train, and for resumes and evaluations: a
+    `rlrun.train` that gets past its checks into Hydra's app fails the test (run it with `cli`). As with
+    `python -m`, the working directory comes first on sys.path during the call (a module it imports from a
+    `cwd` given is forgotten after it)."""
+    import importlib
+    import io
+    import logging
+    from contextlib import redirect_stderr, redirect_stdout
+
+    import rlrun.cli
+    from rlrun import signals
+
+    argv = [module, *map(str, args)]
+    main = importlib.import_module("rlrun.cli" if module == "rlrun.train" else module).main
+
+    def hydra_app():
+        raise AssertionError(f"{' '.join(argv)} got past its checks into Hydra's app: run it with cli()")
+
+    root = logging.getLogger()
+    old_argv, old_cwd, old_path, old_modules = sys.argv, os.getcwd(), list(sys.path), set(sys.modules)
+    old_handlers, old_level, old_in_sweep = list(root.handlers), root.level, signals.in_sweep
+    old_hydra_main = rlrun.cli.hydra_main
+    old_signals = {s: signal.getsignal(s) for s in signals.SIGNALS}
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    try:
+        sys.argv, rlrun.cli.hydra_main = list(argv), hydra_app
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.path.insert(0, os.getcwd())
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                main() if module == "rlrun.train" else main(argv[1:])
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else int(e.code is not None)
+    finally:
+        for name in set(sys.modules) - old_modules:  # a user's module next to the run (`env.id=helpers:...`)
+            if os.path.dirname(getattr(sys.modules[name], "__file__", None) or "") == os.getcwd() != old_cwd:
+                del sys.modules[name]
+        rlrun.cli.hydra_main = old_hydra_main
+        sys.argv, sys.path[:], signals.in_sweep = old_argv, old_path, old_in_sweep
+        os.chdir(old_cwd)
+        for handler in set(root.handlers) - set(old_handlers):  # a resume logs to its run's train.log
+            root.removeHandler(handler)
+            handler.close()
+        root.setLevel(old_level)
+        for s, handler in old_signals.items():
+            signal.signal(s, handler)
+    proc = subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+    if rc is not None:
+        assert proc.returncode == rc, proc.stderr[-3000:]
+        assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc
+
+
 def digest(path):
     """The bytes of every file under `path` (but the empty lock file), to prove nothing was changed."""
     return {
@@ -100,7 +157,7 @@ def test_a_crafted_checkpoint_config_is_refused_by_evaluate_and_resume(finished_
     if where == "group":  # the other entry points share the same check
         calls += [("rlrun.evaluate", run / ckpt.LATEST), ("rlrun.train", f"resume={run}", "total_steps=1000")]
     for call in calls:
-        proc = cli(*call, rc=2)
+        proc = in_process(*call, rc=2)
         assert "network" in proc.stderr or "optimizer" in proc.stderr or "env.wrapper" in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not sentinel.exists(), "code named by the checkpoint ran"
@@ -116,7 +173,7 @@ def test_a_crafted_hydra_config_next_to_model_pt_is_refused(finished_run, tmp_pa
     config["network"] = hostile(sentinel)
     (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     for target in (run, run / "model.pt"):
-        proc = cli("rlrun.evaluate", target, "episodes=1", rc=2)
+        proc = in_process("rlrun.evaluate", target, "episodes=1", rc=2)
         assert "network._target_" in proc.stderr
     assert not sentinel.exists()
 
@@ -127,8 +184,8 @@ def test_hostile_overrides_in_the_run_directory_are_never_read_as_code(finished_
     (run / ".hydra" / "overrides.yaml").write_text(
         yaml.safe_dump(["+network.x._target_=builtins.open", f"+network.x._args_=[{sentinel},w]"])
     )
-    cli("rlrun.resume", run, "total_steps=960", rc=0)
-    cli("rlrun.evaluate", run, "episodes=1", rc=0)
+    in_process("rlrun.resume", run, "total_steps=960", rc=0)
+    in_process("rlrun.evaluate", run, "episodes=1", rc=0)
     assert not sentinel.exists()
 
 
@@ -137,7 +194,7 @@ def test_a_checkpoint_holding_python_objects_is_refused_without_torch_advice(fin
     state = torch.load(run / ckpt.LATEST, weights_only=True)
     state["step"] = Path("not/a/plain/value")  # pickled as a Python object: weights-only loading refuses it
     torch.save(state, run / ckpt.LATEST)
-    proc = cli("rlrun.evaluate", run / ckpt.LATEST, rc=2)
+    proc = in_process("rlrun.evaluate", run / ckpt.LATEST, rc=2)
     assert "weights_only" not in proc.stderr and "not an rlrun checkpoint" in proc.stderr
 
 
@@ -147,7 +204,7 @@ def test_a_checkpoint_holding_python_objects_is_refused_without_torch_advice(fin
 def test_a_new_run_never_reuses_a_run_directory(finished_run, tmp_path):
     run = copy_run(finished_run, tmp_path / "run")
     before = digest(run)
-    proc = train(f"hydra.run.dir={run}", rc=2)
+    proc = in_process("rlrun.train", *TINY, f"hydra.run.dir={run}", rc=2)
     assert "already holds a run" in proc.stderr and "rlrun.resume" in proc.stderr
     assert digest(run) == before
 
@@ -156,7 +213,7 @@ def test_a_new_run_never_writes_into_a_directory_with_other_files(tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "model.pt").write_text("a user's own file")
-    proc = train(f"hydra.run.dir={mine}", rc=2)
+    proc = in_process("rlrun.train", *TINY, f"hydra.run.dir={mine}", rc=2)
     assert "not empty" in proc.stderr
     assert (mine / "model.pt").read_text() == "a user's own file" and len(list(mine.iterdir())) == 1
     empty = tmp_path / "empty"
@@ -169,7 +226,7 @@ def test_a_sweep_never_reuses_a_sweep_directory(tmp_path):
     sweep = tmp_path / "sweep"
     sweep.mkdir()
     (sweep / "notes.txt").write_text("mine")
-    proc = cli("rlrun.train", "-m", *TINY, "seed=0,1", f"hydra.sweep.dir={sweep}", rc=2)
+    proc = in_process("rlrun.train", "-m", *TINY, "seed=0,1", f"hydra.sweep.dir={sweep}", rc=2)
     assert "not empty" in proc.stderr and [p.name for p in sweep.iterdir()] == ["notes.txt"]
 
 
@@ -193,15 +250,15 @@ def test_a_run_directory_is_owned_by_one_process_and_a_dead_owner_does_not_block
     wait_for(lambda: len(list(run.glob("events.out.tfevents.*"))) > 1, first)  # resumed and writing
     rows = (run / "episodes.csv").read_text()
     for proc in (
-        cli("rlrun.resume", run, "total_steps=2000000", rc=2),
-        cli("rlrun.train", f"resume={run}", "total_steps=2000000", rc=2),
+        in_process("rlrun.resume", run, "total_steps=2000000", rc=2),
+        in_process("rlrun.train", f"resume={run}", "total_steps=2000000", rc=2),
     ):
         assert "in use by another rlrun process" in proc.stderr
     assert not list((run / ".hydra").glob("resume_*"))[1:], "the refused resume left a record"
     first.send_signal(signal.SIGKILL)
     first.wait()
     assert (run / "episodes.csv").read_text().startswith(rows.splitlines()[0])
-    cli("rlrun.resume", run, "total_steps=960", rc=0)  # the dead owner's lock is gone with it
+    in_process("rlrun.resume", run, "total_steps=960", rc=0)  # the dead owner's lock is gone with it
 
 
 # --- 3. one clear line and the right exit code ------------------------------------------------------
@@ -241,9 +298,9 @@ def test_every_bad_config_is_refused_before_anything_is_written(tmp_path, monkey
 def test_a_refused_resume_changes_nothing(finished_run, tmp_path):
     run = copy_run(finished_run, tmp_path / "run")
     before = digest(run)
-    proc = cli("rlrun.resume", run, "network.hidden_sizes=[32]", rc=2)
+    proc = in_process("rlrun.resume", run, "network.hidden_sizes=[32]", rc=2)
     assert "network.hidden_sizes" in proc.stderr
-    cli("rlrun.resume", tmp_path / "missing", rc=2)
+    in_process("rlrun.resume", tmp_path / "missing", rc=2)
     assert not (tmp_path / "missing").exists()
     assert digest(run) == before
 
@@ -253,27 +310,27 @@ def test_a_copied_model_pt_as_checkpoint_falls_back_to_the_previous_one(finished
     (run / ckpt.LATEST).write_bytes((run / "model.pt").read_bytes())
     state, path = ckpt.load(run)
     assert path.name == ckpt.PREVIOUS
-    proc = cli("rlrun.resume", run, "total_steps=960", rc=0)
+    proc = in_process("rlrun.resume", run, "total_steps=960", rc=0)
     assert "damaged" in proc.stderr and ckpt.PREVIOUS in proc.stderr
 
 
 def test_evaluate_turns_every_bad_input_into_one_line(finished_run, tmp_path):
     run = copy_run(finished_run, tmp_path / "run")
-    out = cli("rlrun.evaluate", run / "model.pt", "episodes=2", rc=0).stdout
+    out = in_process("rlrun.evaluate", run / "model.pt", "episodes=2", rc=0).stdout
     assert "mean return" in out
-    assert "seed" in cli("rlrun.evaluate", run, "seed=-1", rc=2).stderr
+    assert "seed" in in_process("rlrun.evaluate", run, "seed=-1", rc=2).stderr
     if not torch.cuda.is_available():
-        assert "device.type" in cli("rlrun.evaluate", run, "device=cuda", rc=2).stderr
+        assert "device.type" in in_process("rlrun.evaluate", run, "device=cuda", rc=2).stderr
     (run / ckpt.LATEST).write_bytes(b"not a checkpoint")
-    proc = cli("rlrun.evaluate", run, "episodes=1", rc=0)
+    proc = in_process("rlrun.evaluate", run, "episodes=1", rc=0)
     assert "damaged" in proc.stderr and ckpt.PREVIOUS in proc.stderr  # the fallback is said
-    proc = cli("rlrun.evaluate", run / ckpt.LATEST, rc=2)
+    proc = in_process("rlrun.evaluate", run / ckpt.LATEST, rc=2)
     assert "unreadable" in proc.stderr
     (run / ckpt.PREVIOUS).write_bytes((run / ckpt.PREVIOUS).read_bytes()[:100])
     (run / "model.pt").unlink()
-    proc = cli("rlrun.evaluate", run, rc=2)
+    proc = in_process("rlrun.evaluate", run, rc=2)
     assert "no loadable checkpoint" in proc.stderr
-    for proc in (cli("rlrun.evaluate", run), cli("rlrun.evaluate", run / ckpt.PREVIOUS)):
+    for proc in (in_process("rlrun.evaluate", run), in_process("rlrun.evaluate", run / ckpt.PREVIOUS)):
         assert "weights_only" not in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -298,7 +355,7 @@ def test_evaluate_prints_its_results_from_a_read_only_run_directory(finished_run
     with small_filesystem(tmp_path / "ro") as mount:
         run = copy_run(finished_run, mount / "run")
         subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
-        proc = cli("rlrun.evaluate", run, "episodes=2", rc=4)
+        proc = in_process("rlrun.evaluate", run, "episodes=2", rc=4)
         assert "mean return" in proc.stdout and "not saved" in proc.stderr
 
 
@@ -311,7 +368,7 @@ def test_a_full_disk_exits_4_and_keeps_the_earlier_checkpoint(tmp_path):
         state, path = ckpt.load(run)
         assert state["step"] > 0
         rows = (run / "episodes.csv").read_text()
-        proc = cli("rlrun.resume", run, "total_steps=40000", rc=4)  # still full
+        proc = in_process("rlrun.resume", run, "total_steps=40000", rc=4)  # still full
         assert "cannot write" in proc.stderr
         assert (run / "episodes.csv").read_text().startswith(rows[:200])
         assert ckpt.load(run)[0]["step"] >= state["step"]
@@ -434,9 +491,9 @@ def test_every_directory_rlrun_makes_can_be_resumed(tmp_path):
     [summary] = (tmp_path / "sweep").rglob("summary.json")
     job = summary.parent
     assert "seed=0" in job.parts and "optimizer.lr=0.001" in job.parts
-    proc = cli("rlrun.train", f"resume={job}", cwd=tmp_path, rc=2)
+    proc = in_process("rlrun.train", f"resume={job}", cwd=tmp_path, rc=2)
     assert "rlrun.resume" in proc.stderr  # the grammar cannot spell it: the message says what can
-    cli("rlrun.resume", job, "total_steps=960", cwd=tmp_path, rc=0)
+    in_process("rlrun.resume", job, "total_steps=960", cwd=tmp_path, rc=0)
     assert json.loads((job / "summary.json").read_text())["env_steps"] == 960
     # spaces and non-ASCII, quoted for Hydra's grammar: the directory is named exactly that
     train("hydra.run.dir='runs/α β=1'", "total_steps=160", cwd=tmp_path, rc=0)
@@ -473,7 +530,7 @@ def test_every_finished_episode_is_its_own_point_in_tensorboard(tmp_path):
 
 def test_episodes_csv_has_one_line_ending_after_a_resume(finished_run, tmp_path):
     run = copy_run(finished_run, tmp_path / "run")
-    cli("rlrun.resume", run, "total_steps=1280", rc=0)
+    in_process("rlrun.resume", run, "total_steps=1280", rc=0)
     data = (run / "episodes.csv").read_bytes()
     assert b"\r" not in data and data.endswith(b"\n")
     steps = [int(r.split(",")[0]) for r in data.decode().splitlines()[1:]]
@@ -483,5 +540,5 @@ def test_episodes_csv_has_one_line_ending_after_a_resume(finished_run, tmp_path)
 def test_an_existing_read_only_run_directory_exits_4(tmp_path):
     with small_filesystem(tmp_path / "ro") as mount:
         subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
-        proc = train(f"hydra.run.dir={mount}", rc=4)
+        proc = in_process("rlrun.train", *TINY, f"hydra.run.dir={mount}", rc=4)
         assert "cannot create the run directory" in proc.stderr and "Read-only" in proc.stderr

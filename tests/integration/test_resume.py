@@ -10,6 +10,7 @@ import time
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from test_reliability import copy_run, in_process
 
 from rlrun import checkpoint as ckpt
 from rlrun.errors import NonFiniteError
@@ -41,6 +42,20 @@ def finish(proc, rc=0):
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == rc, err[-3000:]
     return out, err
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished 1,500-step run, shared by the module: a test that changes it works on a copy."""
+    run = tmp_path_factory.mktemp("resume") / "run"
+    finish(start(run, "total_steps=1500"))
+    return run
+
+
+def train_in_process(compose, run_dir, *args):
+    import rlrun.train as rt
+
+    return rt.train(compose(*ARGS, "log.progress_bar=false", *args), run_dir)
 
 
 def scalars(run_dir):
@@ -99,43 +114,39 @@ def test_sigterm_saves_and_resume_equals_an_uninterrupted_run(tmp_path):
         assert sa[tag] == sb[tag], tag
 
 
-def test_two_runs_with_the_same_seed_log_identical_values(tmp_path):
-    finish(start(tmp_path / "a", "total_steps=2000", "network=dueling"))
-    finish(start(tmp_path / "b", "total_steps=2000", "network=dueling"))
+def test_two_runs_with_the_same_seed_log_identical_values(compose, tmp_path):
+    """In one process (two processes give the same values: the SIGTERM test above)."""
+    train_in_process(compose, tmp_path / "a", "total_steps=2000", "network=dueling")
+    train_in_process(compose, tmp_path / "b", "total_steps=2000", "network=dueling")
     sa, sb = scalars(tmp_path / "a"), scalars(tmp_path / "b")
     assert set(sa) == set(sb)
     for tag in set(sa) - TIME_BASED:
         assert sa[tag] == sb[tag], tag
 
 
-def test_resume_extends_a_finished_run_and_refuses_experiment_changes(tmp_path):
-    run = tmp_path / "run"
-    finish(start(run, "total_steps=1500"))
-    proc = start(run, f"resume={run}", "network.hidden_sizes=[32]")
-    _, err = finish(proc, rc=2)
-    assert "network.hidden_sizes" in err and "Traceback" not in err
-    finish(start(run, f"resume={run}", "total_steps=2500"))
+def test_resume_extends_a_finished_run_and_refuses_experiment_changes(finished, tmp_path):
+    run = copy_run(finished, tmp_path / "run")
+    err = in_process("rlrun.train", *ARGS, f"resume={run}", "network.hidden_sizes=[32]", rc=2).stderr
+    assert "network.hidden_sizes" in err
+    in_process("rlrun.train", *ARGS, f"resume={run}", "total_steps=2500", rc=0)
     assert json.loads((run / "summary.json").read_text())["env_steps"] == 2500
     assert (run / ".hydra" / "overrides.yaml").read_text().count("total_steps=1500") == 1  # original kept
 
 
-def test_corrupt_checkpoint_falls_back_to_the_previous_one(tmp_path):
-    run = tmp_path / "run"
-    finish(start(run, "total_steps=1500"))
+def test_corrupt_checkpoint_falls_back_to_the_previous_one(finished, tmp_path):
+    run = copy_run(finished, tmp_path / "run")
     (run / ckpt.LATEST).write_bytes(b"not a checkpoint")
     state, path = ckpt.load(run)
     assert path.name == ckpt.PREVIOUS and state["step"] == 1500
     (run / ckpt.PREVIOUS).write_bytes((run / ckpt.PREVIOUS).read_bytes()[:100])  # truncated
     with pytest.raises(ckpt.CheckpointError, match="no loadable checkpoint"):
         ckpt.load(run)
-    _, err = finish(start(run, f"resume={run}", "total_steps=2000"), rc=2)
-    assert "resume" in err and "no loadable checkpoint" in err and "Traceback" not in err
+    err = in_process("rlrun.train", *ARGS, f"resume={run}", "total_steps=2000", rc=2).stderr
+    assert "resume" in err and "no loadable checkpoint" in err
 
 
-def test_checkpoints_load_without_running_code(tmp_path):
-    run = tmp_path / "run"
-    finish(start(run, "total_steps=800"))
-    state = torch.load(run / ckpt.LATEST, weights_only=True)
+def test_checkpoints_load_without_running_code(finished):
+    state = torch.load(finished / ckpt.LATEST, weights_only=True)
     assert {"learner", "buffer", "rng", "exploration", "envs", "nstep", "loggers", "config"} <= set(state)
     assert state["buffer"]["size"] == state["buffer"]["obs"].shape[0] > 0
 
@@ -171,15 +182,14 @@ def test_nonfinite_loss_stops_with_a_checkpoint_from_before(tmp_path):
     assert summary["env_steps"] == 600
 
 
-def test_checkpoint_from_an_incompatible_config_is_refused_clearly(tmp_path):
-    small, big = tmp_path / "small", tmp_path / "big"
-    finish(start(small, "total_steps=600", "network.hidden_sizes=[16]"))
-    finish(start(big, "total_steps=600"))
+def test_checkpoint_from_an_incompatible_config_is_refused_clearly(compose, finished, tmp_path):
+    small, big = tmp_path / "small", copy_run(finished, tmp_path / "big")
+    train_in_process(compose, small, "total_steps=600", "network.hidden_sizes=[16]")
     state = torch.load(small / ckpt.LATEST, weights_only=True)
     state["config"] = torch.load(big / ckpt.LATEST, weights_only=True)["config"]  # weights of another shape
     torch.save(state, big / ckpt.LATEST)
-    _, err = finish(start(big, f"resume={big}", "total_steps=900"), rc=2)
-    assert "does not fit this config" in err and "Traceback" not in err
+    err = in_process("rlrun.train", *ARGS, f"resume={big}", "total_steps=900", rc=2).stderr
+    assert "does not fit this config" in err
 
 
 def test_runs_started_together_get_separate_directories(tmp_path):
@@ -197,6 +207,6 @@ def test_runs_started_together_get_separate_directories(tmp_path):
 
 def test_resume_of_a_missing_directory_is_refused_without_creating_it(tmp_path):
     missing = tmp_path / "no_such_run"
-    _, err = finish(start(tmp_path / "unused", f"resume={missing}"), rc=2)
+    err = in_process("rlrun.train", *ARGS, f"resume={missing}", f"hydra.run.dir={tmp_path / 'unused'}", rc=2).stderr
     assert "resume" in err and "an existing run directory" in err
     assert not missing.exists()

@@ -6,11 +6,10 @@ import importlib.util
 import shutil
 
 import pytest
-import test_reliability
 import torch
 import yaml
 from omegaconf import OmegaConf
-from test_reliability import TINY, cli, copy_run, digest, train
+from test_reliability import TINY, cli, copy_run, digest, in_process, train
 
 from rlrun import checkpoint as ckpt, saved
 from rlrun.errors import ConfigError
@@ -105,12 +104,12 @@ def test_a_saved_module_env_id_is_refused_by_evaluate_and_resume_of_a_single_run
         ("rlrun.resume", ".", "total_steps=960"),
         ("rlrun.train", f"resume={run}", "total_steps=960"),
     ):
-        refused(cli(*args, cwd=run), "env.id", "helpers", "module")
+        refused(in_process(*args, cwd=run), "env.id", "helpers", "module")
     no_sentinel(run)
     assert digest(run) == before
     # evaluate may not be pointed at another env; the same id, given again, is the user's choice
-    refused(cli("rlrun.evaluate", run, "episodes=1", "env.id=Acrobot-v1"), "env.id", "cannot change")
-    cli("rlrun.evaluate", ".", "episodes=1", f"env.id={MODULE_ID}", cwd=run, rc=0)
+    refused(in_process("rlrun.evaluate", run, "episodes=1", "env.id=Acrobot-v1"), "env.id", "cannot change")
+    in_process("rlrun.evaluate", ".", "episodes=1", f"env.id={MODULE_ID}", cwd=run, rc=0)
     assert (run / "SENTINEL").exists()
 
 
@@ -121,10 +120,10 @@ def test_a_module_env_id_given_on_the_command_line_trains_and_resumes_when_given
     train(f"hydra.run.dir={run}", f"env.id={MODULE_ID}", cwd=tmp_path, rc=0)  # the user's own choice
     assert (tmp_path / "SENTINEL").exists()
     (tmp_path / "SENTINEL").unlink()
-    refused(cli("rlrun.resume", run, "total_steps=960", cwd=tmp_path), "env.id", "module")
-    refused(cli("rlrun.evaluate", run, "episodes=1", cwd=tmp_path), "env.id", "module")
+    refused(in_process("rlrun.resume", run, "total_steps=960", cwd=tmp_path), "env.id", "module")
+    refused(in_process("rlrun.evaluate", run, "episodes=1", cwd=tmp_path), "env.id", "module")
     no_sentinel(tmp_path)
-    cli("rlrun.resume", run, "total_steps=960", f"env.id={MODULE_ID}", cwd=tmp_path, rc=0)
+    in_process("rlrun.resume", run, "total_steps=960", f"env.id={MODULE_ID}", cwd=tmp_path, rc=0)
     assert (tmp_path / "SENTINEL").exists() and torch.load(run / ckpt.LATEST, weights_only=True)["step"] == 960
 
 
@@ -150,7 +149,9 @@ def test_a_saved_module_env_id_is_refused_for_seeds_agents_pqn_and_batched_group
         (where / "helpers.py").write_text(HELPERS)
     before = {d: digest(d) for d in (seeds, pqn, sweep)}
     for where, *args in calls:
-        refused(cli(*args, "episodes=1" if args[0] == "rlrun.evaluate" else "total_steps=960", cwd=where), "module")
+        refused(
+            in_process(*args, "episodes=1" if args[0] == "rlrun.evaluate" else "total_steps=960", cwd=where), "module"
+        )
     no_sentinel(seeds, seeds / "seed=0", pqn, group)
     assert {d: digest(d) for d in before} == before
 
@@ -175,13 +176,13 @@ def test_an_interpolation_in_a_saved_config_is_refused_and_never_resolved(runs, 
     run = copy(runs, "single", tmp_path)
     set_saved(run, value, key=("exp_name",), hydra_configs=[run / ".hydra" / "config.yaml"])
     before = digest(run)
-    monkeypatch.setattr(test_reliability, "ENV", {**test_reliability.ENV, "RLRUN_TEST_SECRET": "hunter2-secret"})
+    monkeypatch.setenv("RLRUN_TEST_SECRET", "hunter2-secret")
     for args in (
         ("rlrun.resume", run, "total_steps=960"),
         ("rlrun.evaluate", run, "episodes=1"),
         ("rlrun.evaluate", run / "model.pt", "episodes=1"),
     ):
-        refused(cli(*args), "exp_name", "interpolation")
+        refused(in_process(*args), "exp_name", "interpolation")
     assert digest(run) == before
     assert not any(b"hunter2" in p.read_bytes() for p in run.rglob("*") if p.is_file())
 
@@ -220,7 +221,7 @@ def test_a_checkpoint_whose_env_state_does_not_fit_its_envs_is_refused(runs, tmp
     run = copy(runs, "single", tmp_path)
     set_saved(run, "sync", key=("env", "vectorization"))
     before = digest(run)
-    proc = cli("rlrun.resume", run, "total_steps=960", rc=2)
+    proc = in_process("rlrun.resume", run, "total_steps=960", rc=2)
     assert proc.stderr.strip().endswith(
         "does not fit these envs (AttributeError: 'NoneType' object has no attribute 'bit_generator')"
     )
@@ -237,15 +238,15 @@ def test_an_empty_file_is_a_damaged_checkpoint(tmp_path):
 def test_an_empty_checkpoint_falls_back_and_an_empty_model_is_one_line(runs, tmp_path):
     run = copy(runs, "single", tmp_path)
     (run / ckpt.LATEST).write_bytes(b"")
-    proc = cli("rlrun.evaluate", run, "episodes=1", rc=0)
+    proc = in_process("rlrun.evaluate", run, "episodes=1", rc=0)
     assert "damaged; evaluating checkpoint.prev.pt" in proc.stderr
-    proc = cli("rlrun.resume", run, "total_steps=960", rc=0)
+    proc = in_process("rlrun.resume", run, "total_steps=960", rc=0)
     assert "damaged; resuming from checkpoint.prev.pt" in proc.stderr
     (run / ckpt.LATEST).write_bytes(b"")
     (run / ckpt.PREVIOUS).write_bytes(b"")
     (run / "model.pt").write_bytes(b"")
     for args in (("rlrun.resume", run), ("rlrun.evaluate", run), ("rlrun.evaluate", run / "model.pt")):
-        refused(cli(*args), "empty")
+        refused(in_process(*args), "empty")
 
 
 # --- 5. runs of several agents are named -----------------------------------------------------------
@@ -254,14 +255,14 @@ def test_an_empty_checkpoint_falls_back_and_an_empty_model_is_one_line(runs, tmp
 def test_a_batched_job_dir_names_its_groups_resume_command(runs, tmp_path):
     sweep = copy(runs, "sweep", tmp_path)
     job = next(p.parent for p in sweep.rglob("summary.json") if "seed=1" in str(p) and ".batched" not in str(p))
-    line = refused(cli("rlrun.resume", job, "total_steps=960"))
+    line = refused(in_process("rlrun.resume", job, "total_steps=960"))
     assert f"python -m rlrun.resume {sweep / '.batched' / 'jobs0-1'}" in line
 
 
 def test_evaluate_on_an_agents_run_names_the_agent_dirs(runs, tmp_path):
     run = copy(runs, "agents", tmp_path)
-    line = refused(cli("rlrun.evaluate", run, "episodes=1"), "2 agents")
+    line = refused(in_process("rlrun.evaluate", run, "episodes=1"), "2 agents")
     for agent in ("optimizer.lr=0.001/seed=0", "optimizer.lr=0.002/seed=1"):
         assert str(run / agent) in line
     shutil.rmtree(run / ".hydra")  # the check reads the checkpoint's config, not the run's .hydra
-    refused(cli("rlrun.evaluate", run / ckpt.LATEST, "episodes=1"), "2 agents")
+    refused(in_process("rlrun.evaluate", run / ckpt.LATEST, "episodes=1"), "2 agents")
