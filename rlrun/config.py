@@ -147,7 +147,10 @@ class EvalConfig:
 @dataclass
 class LogConfig:
     interval: int = 1_000  # env steps between scalar logs
-    progress_bar: bool | None = None  # null: only when stdout is a terminal
+    progress_bar: bool | None = None  # null: only when stderr is a terminal
+    # Seconds of wall time between plain progress lines (step, episodes, returns, step/s, ETA), printed where
+    # the bar is not (stderr not a terminal, or progress_bar=false); 0: one at every log.interval
+    progress_interval: float = 30.0
     plot: bool = True  # write returns.png at the end
 
 

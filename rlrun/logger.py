@@ -183,8 +183,10 @@ class RunLogger:
             self.last_eval = values["eval/mean_return"]
             self._show(self.bar.n)
 
-    def progress(self, step: int, sps: float, epsilon: float) -> None:
+    def progress(self, step: int, sps: float) -> None:
+        """At every log: the speed, the bar, and episodes.csv flushed (its rows readable while the run goes on)."""
         self.sps = sps
+        self._episodes_file.flush()
         self._show(step)
 
     def _show(self, step: int) -> None:

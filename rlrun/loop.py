@@ -171,7 +171,7 @@ class Trainer:
         if p.frames is not None:
             p.frames.check(buffer)
         self.population.log(step, common, per_agent)
-        self.population.loggers[0].progress(step, sps, s.epsilon(step))
+        self.population.progress(step, sps)  # the bar, or a plain line; episodes.csv flushed
 
     def evaluate(self, step: int) -> None:
         returns = evaluate(

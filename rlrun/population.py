@@ -13,6 +13,8 @@ non-finite stops alone (`Population.stop_agent`).
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,8 @@ from omegaconf import DictConfig, OmegaConf
 from rlrun import rundir, summary as run_summary
 from rlrun.logger import RunLogger
 from rlrun.summary import Summary
+
+log = logging.getLogger(__name__)
 
 
 def run_overrides(out_dir: Path) -> list[str]:
@@ -46,6 +50,40 @@ def write_agent_hydra_dir(agent_dir: Path, config: DictConfig, values: dict[str,
     own = ("seed", "seeds", "agents", *values)
     kept = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] not in own]
     rundir.write_text(hydra_dir / "overrides.yaml", yaml.safe_dump(kept + [f"{key}={v}" for key, v in values.items()]))
+
+
+def _spread(values: list[float]) -> str:
+    """One figure for the agents: the value of one, or the mean of several with their lowest..highest."""
+    if len(values) <= 1:
+        return f"{values[0]:.1f}" if values else "-"
+    return f"{np.mean(values):.1f} ({min(values):.1f}..{max(values):.1f})"
+
+
+class ProgressLines:
+    """The plain progress lines of a run whose bar does not show (stderr not a terminal: nohup, Slurm,
+    `docker logs`, CI; or log.progress_bar=false): one line for all agents at the first log at least
+    `interval` seconds of wall time after the previous line (0: at every log), and at the last step."""
+
+    def __init__(self, total_steps: int, start_step: int, interval: float):
+        self.total, self.interval = total_steps, interval
+        self.last_time, self.last_step = time.perf_counter(), start_step
+
+    def line(self, step: int, loggers: Sequence[RunLogger]) -> str | None:
+        now = time.perf_counter()
+        if now - self.last_time < self.interval and step < self.total:
+            return None
+        rate = (step - self.last_step) / max(now - self.last_time, 1e-9)  # env steps per agent per second
+        self.last_time, self.last_step = now, step
+        eta = int((self.total - step) / rate) if rate > 0 else None
+        means = [m for m in (lg.mean_return for lg in loggers) if m is not None]
+        evals = [e for e in (lg.last_eval for lg in loggers) if e is not None]
+        agents = f" ({len(loggers)} agents)" if len(loggers) > 1 else ""
+        return (
+            f"rlrun: step {step:,}/{self.total:,} ({step / self.total:.0%}), "
+            f"{sum(lg.episode for lg in loggers):,} episodes{agents}, ret100 {_spread(means)}, "
+            f"eval {_spread(evals)}, {rate:,.0f} step/s, "
+            f"ETA {'-' if eta is None else f'{eta // 3600}:{eta // 60 % 60:02d}:{eta % 60:02d}'}"
+        )
 
 
 class Population:
@@ -72,6 +110,13 @@ class Population:
         self.labels = list(labels) if labels is not None else [f"seed={s}" for s in self.seeds]
         self.failed: dict[int, str] = {}  # agent -> why it stopped
         self.failed_summaries: dict[int, Summary] = {}
+        self.lines: ProgressLines | None = None  # set by `watch`
+
+    def watch(self, total_steps: int, start_step: int, interval: float) -> None:
+        """Print plain progress lines (`ProgressLines`, through logging: the console and train.log) where
+        the progress bar does not show."""
+        if self.loggers[0].bar.disable:
+            self.lines = ProgressLines(total_steps, start_step, interval)
 
     def dir(self, k: int) -> Path:
         return self.out_dir if self.agents == 1 else self.dirs[k]
@@ -112,6 +157,15 @@ class Population:
             values = {tag: float(np.ravel(v)[k]) if isinstance(v, np.ndarray) else v for tag, v in common.items()}
             values.update({tag: v[k] if isinstance(v, list) else v for tag, v in per_agent.items()})
             lg.scalars(step, values)
+
+    def progress(self, step: int, sps: float) -> None:
+        """At every log: each agent's speed and flushed episodes.csv, agent 0's bar, a progress line when due."""
+        live = [lg for k, lg in enumerate(self.loggers) if k not in self.failed]
+        for lg in live:
+            lg.progress(step, sps)
+        line = self.lines.line(step, live) if self.lines is not None and live else None
+        if line is not None:
+            log.info(line)
 
     def stop_agent(self, k: int, step: int, reason: str, state: dict[str, Any], online: Any) -> None:
         """Agent k's update turned non-finite: its state before that update goes to its own `nonfinite.pt`,

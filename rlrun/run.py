@@ -3,9 +3,11 @@ directly). The parts come from `rlrun.build`, the loop is `rlrun.loop`."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig
 
 from rlrun import build, rundir
@@ -14,6 +16,21 @@ from rlrun.loop import Trainer
 from rlrun.validate import validate
 
 register_configs()
+log = logging.getLogger(__name__)
+
+
+def start_line(out_dir: Path, device: torch.device, agents: int, resume_step: int | None, total_steps: int) -> str:
+    """What a run says first (the console and train.log, as Hydra's job logging has them): where it writes,
+    from which step a resumed run goes on, and what it runs on."""
+    where = "run" if resume_step is None else "resuming"
+    batch = f" ({agents} agents)" if agents > 1 else ""
+    since = "" if resume_step is None else f" from env step {resume_step:,} of {total_steps:,}"
+    if device.type == "cuda":
+        on = f"{device} ({torch.cuda.get_device_name(device)})"
+    else:
+        threads = torch.get_num_threads()
+        on = f"{device} ({threads} thread{'s' if threads > 1 else ''})"
+    return f"rlrun: {where} {out_dir}{batch}{since} on {on}"
 
 
 def train(cfg: DictConfig, out_dir: Path, resume: dict | None = None) -> dict[str, Any]:
@@ -23,7 +40,10 @@ def train(cfg: DictConfig, out_dir: Path, resume: dict | None = None) -> dict[st
     validate(cfg)
     with rundir.owned(out_dir):
         parts = build.build(cfg)
-        population = build.population(cfg, out_dir, parts.reward_threshold, None if resume is None else resume["step"])
+        resume_step = None if resume is None else resume["step"]
+        population = build.population(cfg, out_dir, parts.reward_threshold, resume_step)
+        log.info(start_line(out_dir, parts.device, population.agents, resume_step, cfg.total_steps))
+        population.watch(cfg.total_steps, resume_step or 0, cfg.log.progress_interval)
         trainer = Trainer(build.loop_settings(cfg), parts, population, out_dir, resume)
         try:
             return trainer.run()
