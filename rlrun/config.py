@@ -222,6 +222,18 @@ class RunConfig:
     stop_on_solve: bool = False  # stop once the 100-episode mean reaches env.reward_threshold
 
 
+def _run_part(overrides: Any) -> str:
+    from rlrun.runnames import run_part
+
+    return run_part(overrides)
+
+
+def _job_dir(*, _root_: Any) -> str:
+    from rlrun.runnames import job_subdir
+
+    return job_subdir(_root_)
+
+
 def register_configs() -> None:
     """The schemas (in Hydra's ConfigStore) and the resolvers that conf/config.yaml uses; idempotent."""
     OmegaConf.register_new_resolver("rlrun_slug", lambda s: str(s).replace("/", "-"), replace=True)
@@ -231,6 +243,9 @@ def register_configs() -> None:
         lambda seed, seeds: f"seed{seed}" if int(seeds) == 1 else f"seeds{seed}-{int(seed) + int(seeds) - 1}",
         replace=True,
     )
+    # Run and sweep-job names after what differs from the defaults (rlrun.runnames).
+    OmegaConf.register_new_resolver("rlrun_overrides", _run_part, replace=True)
+    OmegaConf.register_new_resolver("rlrun_job_dir", _job_dir, replace=True)
     cs = ConfigStore.instance()
     # Stored at the root (not in a group) so that `--help` lists only the real option groups.
     for name, node in SCHEMAS.items():

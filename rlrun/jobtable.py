@@ -18,9 +18,11 @@ import pandas as pd
 import yaml
 
 from rlrun import summary as run_summary
+from rlrun.runnames import QUIET_KEYS, quiet_key
 from rlrun.summary import EVAL, TRAIN, DamagedJob, Summary, read_file
 
 CURVE_TAG = "charts/mean_return_100"
+EVAL_TAG = "eval/mean_return"
 FINISHED = ("finished", "solved")
 
 
@@ -31,6 +33,44 @@ def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
             out.update(_flatten(v, f"{prefix}{k}."))
         return out
     return {prefix[:-1]: node}
+
+
+def readable(value: str) -> str:
+    """An override's value as a label shows it: a float with at most 6 significant digits (a `range` of
+    floats gives 0.30000000000000004)."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return f"{number:.6g}" if "." in value or "e" in value.lower() else value
+
+
+def _choices(path: Path) -> dict[str, Any]:
+    """The option chosen in each config group (Hydra's `runtime.choices`); {} where it cannot be read."""
+    try:
+        choices = yaml.safe_load(path.read_text())["hydra"]["runtime"]["choices"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return {}
+    return choices if isinstance(choices, dict) else {}
+
+
+def _value(row: dict[str, Any], key: str) -> str:
+    """A key's value in a job as its label shows it: the composed config's where the key is a value there
+    (so 1e-3 and 0.001, false and False are one value), else the override's (a group's option)."""
+    if f"cfg.{key}" in row:
+        return readable(str(row[f"cfg.{key}"]))
+    return readable(str(row["overrides"].get(key, row["choices"].get(key, "(default)"))))
+
+
+def sweep_of(job: Path, root: Path) -> str:
+    """The sweep a job belongs to: its nearest directory (up to `root`) holding Hydra's multirun.yaml,
+    relative to `root` ("." for `root` itself); "" for a job of no sweep (a single run)."""
+    for parent in job.parents:
+        if (parent / "multirun.yaml").is_file():
+            return parent.relative_to(root).as_posix() if parent.is_relative_to(root) else str(parent)
+        if parent == root or root not in parent.parents:
+            break
+    return ""
 
 
 def run_dirs(root: Path) -> list[Path]:
@@ -64,6 +104,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
         "nonfinite": [k for k in (EVAL, TRAIN) if isinstance(v := summary.get(k), float) and not math.isfinite(v)],
     }
     row.update({f"cfg.{k}": v for k, v in _flatten(cfg).items()})
+    row["choices"] = _choices(run_dir / ".hydra" / "hydra.yaml")
     row.update({k: v for k, v in summary.items() if k not in ("status", "error", "nonfinite")})
     return row
 
@@ -81,12 +122,14 @@ def load_sweep(root: Path) -> pd.DataFrame:
             rows.append(load_run(d))
         except DamagedJob as e:
             damaged.append((str(d), str(e)))
-    keys = {k for r in rows for k in r["overrides"]}
-    varying = sorted(k for k in keys if len({r["overrides"].get(k) for r in rows}) > 1)
-    for r in rows:
-        r["configuration"] = " ".join(f"{k}={r['overrides'].get(k)}" for k in varying) or "(all jobs)"
+    keys = {k for r in rows for k in r["overrides"] if not quiet_key(k, QUIET_KEYS)}
+    values = [{k: _value(r, k) for k in keys} for r in rows]
+    varying = sorted(k for k in keys if len({v[k] for v in values}) > 1)
+    for r, v in zip(rows, values):
+        r["configuration"] = " ".join(f"{k}={v[k]}" for k in varying) or "(all jobs)"
         r["env"] = r.get("cfg.env.id", "")
-    table = pd.DataFrame(rows).drop(columns="overrides") if rows else pd.DataFrame()
+        r["sweep"] = sweep_of(Path(r["job"]), Path(root))
+    table = pd.DataFrame(rows).drop(columns=["overrides", "choices"]) if rows else pd.DataFrame()
     table.attrs["damaged"] = damaged
     return table
 
@@ -105,8 +148,7 @@ def quiet(name: str) -> Iterator[None]:
         logger.setLevel(level)
 
 
-def load_curve(run_dir: Path, tag: str = CURVE_TAG) -> pd.DataFrame:
-    """A scalar tag of one run's TensorBoard events as (step, value)."""
+def _events_curve(run_dir: Path, tag: str) -> pd.DataFrame:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     with quiet("tensorboard"):
@@ -117,11 +159,41 @@ def load_curve(run_dir: Path, tag: str = CURVE_TAG) -> pd.DataFrame:
     return pd.DataFrame([(e.step, e.value) for e in acc.Scalars(tag)], columns=["step", "value"])
 
 
+def _csv(path: Path) -> pd.DataFrame | None:
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError):
+        return None
+
+
+def load_curve(run_dir: Path, tag: str = CURVE_TAG) -> pd.DataFrame:
+    """A scalar tag of one run as (step, value): from its TensorBoard events, else its scalars.csv
+    (`logger=csv`), else, for `charts/mean_return_100`, the 100-episode rolling mean of its episodes.csv
+    (every run writes it, whatever its logger)."""
+    run_dir = Path(run_dir)
+    if any(run_dir.glob("events.out.tfevents.*")):
+        curve = _events_curve(run_dir, tag)
+        if len(curve):
+            return curve
+    scalars = _csv(run_dir / "scalars.csv")
+    if scalars is not None and {"env_step", "tag", "value"} <= set(scalars.columns):
+        rows = scalars[scalars["tag"] == tag]
+        if len(rows):
+            return pd.DataFrame({"step": rows["env_step"].to_numpy(), "value": rows["value"].to_numpy(float)})
+    episodes = _csv(run_dir / "episodes.csv")
+    if tag == CURVE_TAG and episodes is not None and {"env_step", "return"} <= set(episodes.columns):
+        mean = episodes["return"].astype(float).rolling(100, min_periods=1).mean()
+        return pd.DataFrame({"step": episodes["env_step"].to_numpy(), "value": mean.to_numpy()})
+    return pd.DataFrame(columns=["step", "value"])
+
+
 def curves_of(runs: pd.DataFrame, tag: str = CURVE_TAG) -> pd.DataFrame:
     """Long format: job, configuration, env, step, value for every finished job of `runs` (`load_sweep`)."""
     frames = []
     for row in runs[runs["status"].isin(FINISHED)].itertuples() if not runs.empty else []:
-        frames.append(load_curve(Path(row.job), tag).assign(job=row.job, configuration=row.configuration, env=row.env))
+        curve = load_curve(Path(row.job), tag)
+        if len(curve):
+            frames.append(curve.assign(job=row.job, configuration=row.configuration, env=row.env))
     if not frames:
         return pd.DataFrame(columns=["step", "value", "job", "configuration", "env"])
     return pd.concat(frames, ignore_index=True)

@@ -26,63 +26,105 @@ def _pyplot() -> Any:
 
 
 def _colors(configurations: Any) -> dict[str, Any]:
-    """One colour per configuration, the same in every figure (rliable's colour-blind palette)."""
+    """One colour per configuration, the same in every figure: rliable's colour-blind palette up to 10,
+    evenly spaced hues beyond (so no two share a colour)."""
     import seaborn as sns
 
     names = sorted(set(configurations))
-    return dict(zip(names, sns.color_palette("colorblind", n_colors=len(names))))
-
-
-def _env_figure(envs: list[str]) -> tuple[Any, Any]:
-    """One axes row per env, the same size in every report figure."""
-    fig, axes = _pyplot().subplots(len(envs), 1, figsize=(8, 4.2 * len(envs)), squeeze=False)
-    return fig, axes[:, 0]
+    palette = sns.color_palette("colorblind" if len(names) <= 10 else "husl", n_colors=max(len(names), 1))
+    return dict(zip(names, palette))
 
 
 def _save(fig: Any, path: Path) -> Path:
-    fig.tight_layout()
     with rundir.open_atomic(path) as f:  # replaces a link there, never writes through it
         fig.savefig(f, format="png", dpi=100, bbox_inches="tight")
     _pyplot().close(fig)
     return path
 
 
-def _legend_below(ax: Any, n: int) -> None:
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(n, 2), fontsize=8, frameon=False)
+def _readable_axes(ax: Any, x_format: str = "{:,.0f}") -> None:
+    """Tick labels as plain numbers (10,000 rather than 1e4 with an offset)."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: x_format.format(x)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.6g}"))
 
 
-def plot_curves(curves: pd.DataFrame, path: Path, thresholds: dict[str, float] | None = None, points: int = 100):
-    """Per env, the IQM over seeds of each configuration's 100-episode mean return against env steps, with
-    a 95% stratified bootstrap band, and the solve threshold."""
+def _legend_below(fig: Any, entries: dict[str, Any]) -> None:
+    """One legend for the whole figure, under its axes (never over a curve): label -> colour or artist."""
+    from matplotlib.lines import Line2D
+
+    handles = [e if not isinstance(e, tuple) else Line2D([], [], color=e, linewidth=2) for e in entries.values()]
+    fig.tight_layout()
+    fig.legend(
+        handles,
+        list(entries),
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=min(len(entries), 2),
+        fontsize=8,
+        frameon=False,
+    )
+
+
+def _iqm_curve(ax: Any, g: pd.DataFrame, color: Any, points: int) -> int:
+    """The IQM over seeds of one configuration's curve with its 95% band; returns the number of seeds."""
     from rliable import library as rly
 
-    if curves.empty:
+    runs = [c for _, c in g.groupby("job") if len(c)]
+    # From the step where every seed has a point, so each grid point has all seeds.
+    grid = np.linspace(max(c["step"].min() for c in runs), g["step"].max(), points)
+    per_seed = np.stack([np.interp(grid, c["step"], c["value"]) for c in runs])
+    with bootstrap_seed(0):  # rliable's aggregate_iqm is scipy's 25% trimmed mean; here per grid point
+        iqm, ci = rly.get_interval_estimates(
+            {"c": per_seed}, lambda s: trimmed_mean(s, axis=0), reps=CURVE_BOOTSTRAP_REPS
+        )
+    ax.plot(grid, iqm["c"], color=color, marker="o" if len(grid) == 1 else None)
+    if len(runs) >= 2:
+        ax.fill_between(grid, ci["c"][0], ci["c"][1], color=color, alpha=0.2)
+    return len(runs)
+
+
+def plot_curves(
+    curves: pd.DataFrame,
+    path: Path,
+    thresholds: dict[str, float] | None = None,
+    points: int = 100,
+    eval_curves: pd.DataFrame | None = None,
+):
+    """Per env, the IQM over seeds of each configuration's 100-episode mean training return against env
+    steps, with a 95% stratified bootstrap band and the solve threshold; next to it the greedy evaluation
+    returns the same way, where the runs have them."""
+    panels = [(curves, "100-episode mean training return")]
+    if eval_curves is not None and not eval_curves.empty:
+        panels.append((eval_curves, "greedy evaluation return"))
+    panels = [(c, what) for c, what in panels if not c.empty]
+    if not panels:
         return None
-    envs = sorted(curves["env"].unique())
-    colors = _colors(curves["configuration"])
-    fig, axes = _env_figure(envs)
-    for ax, env in zip(axes, envs):
-        per_env = curves[curves["env"] == env]
-        for config, g in per_env.groupby("configuration", sort=True):
-            runs = [c for _, c in g.groupby("job") if len(c)]
-            # From the step where every seed has finished an episode, so each grid point has all seeds.
-            grid = np.linspace(max(c["step"].min() for c in runs), g["step"].max(), points)
-            per_seed = np.stack([np.interp(grid, c["step"], c["value"]) for c in runs])
-            with bootstrap_seed(0):  # rliable's aggregate_iqm is scipy's 25% trimmed mean; here per grid point
-                iqm, ci = rly.get_interval_estimates(
-                    {"c": per_seed}, lambda s: trimmed_mean(s, axis=0), reps=CURVE_BOOTSTRAP_REPS
-                )
-            ax.plot(grid, iqm["c"], color=colors[config], label=f"{config} (n={len(runs)})")
-            if len(runs) >= 2:
-                ax.fill_between(grid, ci["c"][0], ci["c"][1], color=colors[config], alpha=0.2)
+    envs = sorted(set().union(*(set(c["env"]) for c, _ in panels)))
+    colors = _colors(set().union(*(set(c["configuration"]) for c, _ in panels)))
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(envs), len(panels), figsize=(6 * len(panels), 4 * len(envs)), squeeze=False)
+    seeds: dict[str, int] = {}
+    for (i, env), (j, (data, what)) in ((e, q) for e in enumerate(envs) for q in enumerate(panels)):
+        ax = axes[i, j]
+        for config, g in data[data["env"] == env].groupby("configuration", sort=True):
+            seeds[config] = max(seeds.get(config, 0), _iqm_curve(ax, g, colors[config], points))
         threshold = (thresholds or {}).get(env)
         if threshold is not None and np.isfinite(threshold):
-            ax.axhline(threshold, color="grey", linestyle="--", linewidth=1, label=f"solve threshold {threshold:g}")
-        ax.set_title(f"{env}: 100-episode mean training return (IQM over seeds, 95% CI)", fontsize=10)
+            ax.axhline(threshold, color="grey", linestyle="--", linewidth=1)
+        ax.set_title(f"{env}: {what}\n(IQM over seeds, 95% CI)", fontsize=10)
         ax.set_xlabel("env step")
         ax.set_ylabel("return")
         ax.grid(alpha=0.3)
-        _legend_below(ax, per_env["configuration"].nunique() + 1)
+        _readable_axes(ax)
+    entries: dict[str, Any] = {f"{c} (n={n})": colors[c] for c, n in sorted(seeds.items())}
+    shown = [t for t in (thresholds or {}).values() if t is not None and np.isfinite(t)]
+    if shown:
+        from matplotlib.lines import Line2D
+
+        entries[f"solve threshold {shown[0]:g}"] = Line2D([], [], color="grey", linestyle="--", linewidth=1)
+    _legend_below(fig, entries)
     return _save(fig, path)
 
 
@@ -98,7 +140,9 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
         return None
     envs = sorted(done["env"].unique())
     colors = _colors(done["configuration"])
-    fig, axes = _env_figure(envs)
+    fig, axes = _pyplot().subplots(len(envs), 1, figsize=(8, 4.2 * len(envs)), squeeze=False)
+    axes = axes[:, 0]
+    entries: dict[str, Any] = {}
     what = "greedy evaluation return" if column == EVAL else "training return (last 100 episodes)"
     for ax, env in zip(axes, envs):
         d = done[done["env"] == env]
@@ -120,8 +164,13 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
             labelsize="medium",
             ticklabelsize="medium",
         )
+        entries.update({f"{config} (n={len(g)})": colors[config] for config, g in groups.items()})
         if len(threshold):
-            ax.axvline(threshold.iloc[0], color="grey", linestyle="--", linewidth=1, label="solve threshold")
+            from matplotlib.lines import Line2D
+
+            ax.axvline(threshold.iloc[0], color="grey", linestyle="--", linewidth=1)
+            entries["solve threshold"] = Line2D([], [], color="grey", linestyle="--", linewidth=1)
         ax.set_title(f"{env}: performance profile of the {what}", fontsize=10)
-        _legend_below(ax, len(scores) + 1)
+        _readable_axes(ax, "{:,.6g}")
+    _legend_below(fig, entries)
     return _save(fig, path)

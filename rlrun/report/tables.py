@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from rlrun import rundir
-from rlrun.jobtable import EVAL, FINISHED, curves_of, load_sweep
+from rlrun.jobtable import EVAL, EVAL_TAG, FINISHED, curves_of, load_sweep
 from rlrun.report.aggregate import BOOTSTRAP_REPS, finished_runs, improvement_table, left_out, summarize
 from rlrun.report.plots import plot_curves, plot_profile
 
@@ -34,6 +34,24 @@ def _steps_cell(row: Any) -> str:
     if row.solved_seeds == 0:
         return f"not reached ({row.solved})"
     return f"{row.steps_to_threshold_median:,.0f} ({row.solved})"
+
+
+def pooled(runs: pd.DataFrame) -> list[str]:
+    """A warning line per configuration whose seeds come from more than one sweep (or from a sweep and
+    single runs): they are pooled as one configuration, which holds only if nothing else differed."""
+    if runs.empty or "sweep" not in runs:
+        return []
+    lines = []
+    for config, g in runs.groupby("configuration", sort=True):
+        origins = sorted(set(g["sweep"]))
+        if len(origins) > 1:
+            named = ", ".join(f"`{o}`" if o else "single runs" for o in origins)
+            lines += [
+                f"**Warning:** the seeds of {config} come from {len(origins)} sweeps ({named}) and are pooled as "
+                "one configuration: compare each sweep's multirun.yaml, or report the sweeps one by one.",
+                "",
+            ]
+    return lines
 
 
 def markdown_table(table: pd.DataFrame) -> str:
@@ -81,6 +99,7 @@ def write_report(root: Path, reps: int = BOOTSTRAP_REPS) -> str:
         + (f"; {envs}." if envs else "."),
         "",
     ]
+    lines += pooled(runs)
     few = table[table.seeds < MIN_SEEDS] if not table.empty else table
     if not few.empty:
         lines += [
@@ -125,7 +144,7 @@ def write_report(root: Path, reps: int = BOOTSTRAP_REPS) -> str:
         lines += ["", f"## {title}", "", *items] if items else []
     thresholds = done.groupby("env")["reward_threshold"].first().to_dict()
     figures = [
-        (plot_curves(curves_of(runs), root / "curves.png", thresholds), "learning curves"),
+        (plot_curves(curves_of(runs), root / "curves.png", thresholds, 100, curves_of(runs, EVAL_TAG)), "curves"),
         (plot_profile(runs, root / "profile.png", reps // 2), "performance profile"),
     ]
     shown_figures = [f"![{what}]({path.name})" for path, what in figures if path is not None]

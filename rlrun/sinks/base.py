@@ -3,6 +3,7 @@ helpers the backends use. Imports nothing of rlrun.sinks, so the backends import
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,10 +42,26 @@ def numeric(summary: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
+SWEEP_DEPTH = 12  # how many folders above a job its sweep directory may be (one per swept key, and more)
+
+
+def sweep_dir(path: Path) -> Path | None:
+    """The sweep a run directory belongs to: the nearest folder above it holding Hydra's multirun.yaml
+    (written when a sweep starts); None for a single run."""
+    for parent in list(Path(os.path.abspath(path)).parents)[:SWEEP_DEPTH]:
+        if (parent / "multirun.yaml").is_file():
+            return parent
+    return None
+
+
 def run_name(out_dir: Path) -> str:
-    """A run's name in MLflow and W&B: its directory's name, or for a sweep job `<sweep>/<job overrides>`
-    (the part of the path after `multirun/`)."""
-    parts = Path(out_dir).parts
+    """A run's name in MLflow and W&B: its directory's name, or for a sweep job `<sweep>/<job dir>`, e.g.
+    `CartPole-v1__dqn__<time>/optimizer.lr=0.001/seed=2`."""
+    out_dir = Path(os.path.abspath(out_dir))
+    sweep = sweep_dir(out_dir)
+    if sweep is not None:
+        return f"{sweep.name}/{out_dir.relative_to(sweep).as_posix()}"
+    parts = out_dir.parts
     if "multirun" in parts[:-1]:
         return "/".join(parts[len(parts) - parts[::-1].index("multirun") :])
-    return Path(out_dir).name
+    return out_dir.name

@@ -1,8 +1,11 @@
 """logger=mlflow: one MLflow run per agent, through MLflow's own client (the `mlflow` extra).
 
-By default the store is SQLite in `<run dir>/mlruns/` (`mlflow.db`, artifacts in `artifacts/`), and
-MLflow's telemetry is off, so nothing is written outside the run directory; `logger.mlflow.tracking_uri`
-(or `$MLFLOW_TRACKING_URI`) sends the runs to a server or a shared store instead. Params are the
+By default the store is SQLite (`mlflow.db`, artifacts in `artifacts/`) shared by the runs of one outputs
+folder: `<sweep dir>/mlruns/` for a sweep's jobs, else `mlruns/` next to the run directory
+(`outputs/mlruns/`), so `mlflow ui --backend-store-uri sqlite:///outputs/mlruns/mlflow.db` lists and
+compares them; MLflow's telemetry is off. `logger.mlflow.tracking_uri` (or `$MLFLOW_TRACKING_URI`) sends
+the runs to a server or another store instead (use a server for a sweep over several machines: SQLite on
+a network filesystem does not lock reliably). Params are the
 flattened config, metrics the scalars (sent in batches), and the summary's numbers are `summary/*`
 metrics with `summary.json` and `config.yaml` as artifacts. The run id is kept in `mlflow_run.json` in the
 agent's directory: a resumed run continues the same MLflow run where its store holds it (else a new one).
@@ -14,23 +17,51 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from rlrun import rundir
-from rlrun.sinks.base import SinkRun, numeric
+from rlrun.sinks.base import SinkRun, numeric, sweep_dir
 
 STATE_FILE = "mlflow_run.json"
 BATCH = 1000  # MLflow's limit of metrics per log_batch call
 FLUSH_SECONDS = 15.0  # send buffered metrics at least this often while they arrive
 PARAM_BATCH, PARAM_VALUE_MAX = 100, 6000  # MLflow's limits per call and per value
+LOCK = ".rlrun-store.lock"
+
+
+def store_dir(run: SinkRun) -> Path:
+    """Where the default store is: `<sweep dir>/mlruns/` for a sweep's job, else `mlruns/` next to the run
+    directory (`outputs/mlruns/`), shared by the runs there, so `mlflow ui` compares them."""
+    sweep = sweep_dir(run.root)
+    return (sweep if sweep is not None else Path(os.path.abspath(run.root)).parent) / "mlruns"
 
 
 def local_store(run: SinkRun) -> tuple[str, str]:
-    """(tracking URI, artifact location) of the store in `<run dir>/mlruns/`."""
-    store = run.root / "mlruns"
+    """(tracking URI, artifact location) of the default store, made if new. Never through a link (the store,
+    its database, artifacts or lock file as one is refused: rlrun.rundir's rule)."""
+    store = store_dir(run)
+    for path in (store, store / "mlflow.db", store / "artifacts", store / LOCK):
+        if path.is_symlink():
+            raise rundir.RunDirError(f"{path} is a link: rlrun never writes through a link; remove it")
     store.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{store.resolve() / 'mlflow.db'}", (store / "artifacts").resolve().as_uri()
+    return f"sqlite:///{store / 'mlflow.db'}", (store / "artifacts").as_uri()
+
+
+@contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """Jobs that start together must not create one SQLite store's tables twice (MLflow's migrations are not
+    safe to run concurrently): they create it one at a time, under a lock file next to the database. Writes
+    after that are SQLite transactions, which MLflow makes wait up to 20 s for each other (busy_timeout)."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    with FileLock(str(Path(uri.removeprefix("sqlite:///")).parent / LOCK)):
+        yield
 
 
 def sqlite_artifacts(uri: str) -> str | None:
@@ -55,12 +86,14 @@ class MLflowSink:
             uri, artifacts = local_store(run)
         self.uri, self.client = uri, MlflowClient(tracking_uri=uri)
         state = run.dir / STATE_FILE
-        resumed = self._resumed_run(state) if run.resume_step is not None else None
+        with store_lock(uri):  # the store is made (or its tables) on the client's first call
+            resumed = self._resumed_run(state) if run.resume_step is not None else None
+            experiment_id = None if resumed is not None else self._experiment(experiment or run.experiment, artifacts)
         if resumed is not None:
             self.run_id = resumed
             self.client.update_run(self.run_id, status="RUNNING")
         else:
-            experiment_id = self._experiment(experiment or run.experiment, artifacts)
+            assert experiment_id is not None
             tags = {"rlrun.run_dir": str(run.dir.resolve())} | ({"rlrun.group": run.group} if run.group else {})
             self.run_id = self.client.create_run(experiment_id, run_name=run.name, tags=tags).info.run_id
             rundir.write_text(state, json.dumps({"tracking_uri": uri, "run_id": self.run_id}, indent=2) + "\n")

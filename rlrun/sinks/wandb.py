@@ -2,10 +2,11 @@
 
 Offline by default: the run is written to `<agent dir>/wandb/offline-run-*` (`wandb sync` uploads it
 later); once `wandb login` has stored a key (or `$WANDB_API_KEY` is set) runs go online. W&B's own
-console output is off (the run's summary line says where the run is). Scalars are logged against an
-`env_step` axis, so a resumed run may log a step again without W&B dropping it; the id is kept in
-`wandb_run.json` in the agent's directory, and a resumed run continues the same W&B run (online; offline
-runs resume as a new offline run with the same id, merged by `wandb sync`).
+console output is off (the run's summary line says where the run is). A sweep's runs share a W&B group,
+the sweep directory's name; a `seeds=K` run's agents the run's name; other runs the config's `exp_name`.
+Scalars are logged against an `env_step` axis, so a resumed run may log a step again without W&B
+dropping it; the id is kept in `wandb_run.json` in the agent's directory, and a resumed run continues the
+same W&B run (online; offline runs resume as a new offline run with the same id, merged by `wandb sync`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from rlrun import rundir
-from rlrun.sinks.base import SinkRun, numeric
+from rlrun.sinks.base import SinkRun, numeric, sweep_dir
 
 STATE_FILE = "wandb_run.json"
 STEP_KEY = "env_step"
@@ -61,7 +62,7 @@ class WandbSink:
             project=project,
             entity=entity,
             name=run.name,
-            group=run.group or run.experiment,
+            group=sweep.name if (sweep := sweep_dir(run.root)) is not None else run.group or run.experiment,
             id=run_id,
             dir=str(run.dir),
             mode=self.mode,  # type: ignore[arg-type,unused-ignore]

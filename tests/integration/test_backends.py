@@ -120,7 +120,7 @@ def test_a_resume_into_another_mlflow_store_starts_a_new_mlflow_run_there(tmp_pa
         summary = json.loads((tmp_path / "run" / "summary.json").read_text())
         assert summary["env_steps"] == steps and summary["logged_to"]["mlflow"]["tracking_uri"] == uri
     # the new store's artifacts lie next to its database, not in the working directory (MLflow's default)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "run"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlruns", "other", "run"]  # mlruns: the first run's
     assert (tmp_path / "other" / "artifacts").is_dir()
 
 

@@ -79,6 +79,8 @@ def test_every_backend_gets_the_same_scalars_params_and_summary(tmp_path, monkey
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("WANDB_MODE", "offline")
+    outputs, tmp_path = tmp_path, tmp_path / "run"  # the run in an outputs folder, which holds the MLflow store
+    tmp_path.mkdir()
     cfg = OmegaConf.create({"seed": 3, "algo": {"gamma": 0.9}})
     backends = {"tensorboard": {}, "csv": {}, "mlflow": {"tracking_uri": None, "experiment": None}, "wandb": {}}
     run = SinkRun(tmp_path, tmp_path, "run-a", "unit")
@@ -89,9 +91,9 @@ def test_every_backend_gets_the_same_scalars_params_and_summary(tmp_path, monkey
         "charts/mean_return_100": [(16, 1.0), (32, 2.5)],
     }
 
-    # MLflow, read back through its own client, from the store in the run directory
+    # MLflow, read back through its own client, from the store shared by the outputs folder's runs
     uri = summary["logged_to"]["mlflow"]["tracking_uri"]
-    assert uri == f"sqlite:///{tmp_path.resolve() / 'mlruns' / 'mlflow.db'}"
+    assert uri == f"sqlite:///{outputs / 'mlruns' / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_names=["unit"])
     assert len(runs) == 1 and runs.loc[0, "tags.mlflow.runName"] == "run-a" and runs.loc[0, "status"] == "FINISHED"
@@ -116,7 +118,7 @@ def test_every_backend_gets_the_same_scalars_params_and_summary(tmp_path, monkey
     acc = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
     acc.Reload()
     assert [(e.step, e.value) for e in acc.Scalars("charts/mean_return_100")] == expected["charts/mean_return_100"]
-    assert not (tmp_path.parent / "mlruns").exists()
+    assert not (tmp_path / "mlruns").exists() and not (outputs.parent / "mlruns").exists()
 
     # a resumed run continues the same MLflow run and W&B id
     ids = summary["logged_to"]["mlflow"]["run_id"], summary["logged_to"]["wandb"]["id"]
@@ -158,7 +160,7 @@ def test_batched_agents_are_runs_of_their_own(compose, tmp_path, monkeypatch):
     for k, lg in enumerate(population.loggers):
         lg.episodes_end(16, [(16, float(k), 5)])
         lg.close(16)
-    mlflow.set_tracking_uri(f"sqlite:///{(tmp_path / 'run' / 'mlruns' / 'mlflow.db').resolve()}")
+    mlflow.set_tracking_uri(f"sqlite:///{(tmp_path / 'mlruns' / 'mlflow.db').resolve()}")  # next to the run
     runs = mlflow.search_runs(experiment_names=[cfg.exp_name]).sort_values("tags.mlflow.runName")
     assert list(runs["tags.mlflow.runName"]) == ["run/seed=5", "run/seed=6"]
     assert list(runs["params.seed"]) == ["5", "6"] and list(runs["metrics.charts/episodic_return"]) == [0.0, 1.0]

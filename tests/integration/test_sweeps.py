@@ -30,8 +30,7 @@ def multirun(sweep_dir, *args):
 
 def check_lr_seed_sweep(sweep_dir):
     jobs = sorted(p.parent.relative_to(sweep_dir).as_posix() for p in sweep_dir.rglob("summary.json"))
-    common = "algo.learning_starts=200/eval.interval=0"
-    assert jobs == [f"{common}/optimizer.lr={lr}/seed={s}/total_steps=600" for lr in ("0.001", "0.002") for s in (0, 1)]
+    assert jobs == [f"optimizer.lr={lr}/seed={s}" for lr in ("0.001", "0.002") for s in (0, 1)]  # the swept keys
     for job in jobs:
         assert len(list((sweep_dir / job).glob("events.out.tfevents.*"))) == 1
 

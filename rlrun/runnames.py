@@ -1,0 +1,112 @@
+"""Run and job directory names after what differs from the defaults (conf/config.yaml's resolvers).
+
+- A single run: `<env>__<exp_name>__<overrides>__seed<S>__<time>`, the overrides being the command line's
+  `key=value`s (sorted, `+`/`~` dropped, joined with `,`) without the keys that do not change what is
+  learned (`QUIET_KEYS`, seed and exp_name, which the name holds already), e.g.
+  `CartPole-v1__dqn__network=dueling,optimizer.lr=0.001__seed0__<time>`.
+- A sweep's job: `<sweep dir>/<k1=v1>/<k2=v2>` over the keys that the sweep varies only (a `key=a,b` or a
+  range on the command line, or `hydra.sweeper.params`); what every job shares is in the sweep's
+  multirun.yaml. Where a job's sweep cannot be read (no multirun.yaml, as with Optuna, whose swept keys
+  are its params), every override names it, as Hydra's `override_dirname` does.
+
+Names are filesystem-safe (a character outside `[A-Za-z0-9._=,+-]` becomes `-`) and capped at `MAX_CHARS`
+(the rest replaced by a hash of the whole).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+
+# Keys (and key prefixes, ending in ".") that name no experiment: logging, devices, Hydra, the logging
+# backends, checkpointing, resuming, the search preset.
+QUIET_KEYS = ("log.", "device", "device.", "hydra.", "logger", "logger.", "checkpoint.", "resume", "hparams_search")
+RUN_ONLY = ("seed", "seeds", "exp_name")  # in a single run's name already
+MAX_CHARS = 80
+UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
+
+
+def _key(override: str) -> str:
+    return override.lstrip("+~").partition("=")[0]
+
+
+def quiet_key(key: str, exclude: Iterable[str]) -> bool:
+    return any(key == k.lstrip("+~") or (k.endswith(".") and key.startswith(k)) for k in exclude)
+
+
+def safe(text: str, limit: int = MAX_CHARS) -> str:
+    """`text` with unsafe characters replaced, capped at `limit` with an 8-digit hash of the whole."""
+    out = UNSAFE.sub("-", text)
+    if len(out) > limit:
+        out = out[: limit - 9] + "~" + hashlib.sha1(text.encode()).hexdigest()[:8]
+    return out
+
+
+def _items(overrides: Iterable[str], exclude: Iterable[str], keep: set[str] | None = None) -> list[str]:
+    exclude = tuple(exclude)
+    out = []
+    for o in overrides:
+        key = _key(str(o))
+        if "=" in str(o) and not quiet_key(key, exclude) and (keep is None or key in keep):
+            out.append(f"{key}={str(o).partition('=')[2]}")
+    return sorted(out)
+
+
+def run_part(overrides: Iterable[str] | None) -> str:
+    """The single run's name part for its overrides: `__k=v,k2=v2`, or "" for none."""
+    items = [safe(i) for i in _items(overrides or [], QUIET_KEYS + RUN_ONLY)]
+    if not items:
+        return ""
+    text = ",".join(items)
+    if len(text) > MAX_CHARS:  # whole items while they fit, then a hash of them all
+        kept: list[str] = []
+        for item in items:
+            if len(",".join([*kept, item])) > MAX_CHARS - 9:
+                break
+            kept.append(item)
+        text = ",".join(kept) + "~" + hashlib.sha1(",".join(items).encode()).hexdigest()[:8]
+    return "__" + text
+
+
+def _sweeps(overrides: Iterable[str]) -> set[str]:
+    """The keys of `overrides` that are sweeps (`a,b`, `range(...)`, `choice(...)`, `interval(...)`)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides([str(o) for o in overrides])
+    return {o.key_or_group.lstrip("+~") for o in parsed if o.is_sweep_override()}
+
+
+def swept_keys(sweep_dir: Path, sweeper_params: Any) -> set[str] | None:
+    """The keys the sweep varies: its command line's sweeps (read from multirun.yaml) and its sweeper's
+    params; None where neither is known."""
+    found: set[str] = set()
+    known = False
+    params: Any = OmegaConf.to_container(sweeper_params) if OmegaConf.is_config(sweeper_params) else sweeper_params
+    if isinstance(params, dict) and params:
+        found |= _sweeps(f"{k!s}={v!s}" for k, v in params.items())
+        known = True
+    try:
+        saved = yaml.safe_load((Path(sweep_dir) / "multirun.yaml").read_text())
+        found |= _sweeps(saved["hydra"]["overrides"]["task"])
+        known = True
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        pass
+    return found if known else None
+
+
+def job_subdir(root: Any) -> str:
+    """A sweep job's directory under the sweep dir: `k=v/k2=v2` over the swept keys, all of them (so no two
+    jobs share one), or where they are unknown or none over the overrides less the quiet keys; the job's
+    number where none is left."""
+    hydra = root.hydra
+    swept = swept_keys(Path(str(hydra.sweep.dir)), OmegaConf.select(root, "hydra.sweeper.params", default=None))
+    swept = swept or None  # a "sweep" of one job (`-m seed=0`) is named as an unknown one
+    exclude = list(hydra.job.config.override_dirname.exclude_keys) + list(QUIET_KEYS) if swept is None else []
+    items = _items(hydra.overrides.task, exclude, swept)
+    return "/".join(safe(i) for i in items) if items else str(hydra.job.num)
