@@ -201,6 +201,7 @@ def _run(cfg: DictConfig) -> None:
     in_range(cfg, "eval.interval", 0, math.inf, hi_open=True)
     positive(cfg, "eval.episodes")
     positive(cfg, "log.interval")
+    in_range(cfg, "log.progress_interval", 0.0, math.inf, hi_open=True)
     _validate_logger(cfg)
     positive(cfg, "total_steps")
     in_range(cfg, "seed", 0, 2**32 - 1)

@@ -229,6 +229,7 @@ BAD_VALUES = [
     ("env.num_envs=0", "env.num_envs", "> 0"),
     ("network.activation=swish", "network.activation", "one of elu, gelu, relu, tanh"),
     ("total_steps=0", "total_steps", "> 0"),
+    ("log.progress_interval=-5", "log.progress_interval", ">= 0.0"),
 ]
 
 
