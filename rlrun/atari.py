@@ -13,14 +13,17 @@ for both:
 - life loss (`terminal_on_life_loss`, training only): `terminated` for learning, while the game goes on;
 - the time limit `max_episode_steps`, in agent steps: `truncated` (bootstrapped), and a new game;
 - episode statistics of whole games: `infos["episode"]` (raw return "r", agent steps "l", masked by
-  `infos["_episode"]`) when a game ends (game over or time limit), never at a life loss.
+  `infos["_episode"]`) when a game ends (game over or time limit), never at a life loss;
+- FIRE to start (`fire_reset`, games that stand still until it is pressed): the first agent step of every
+  life, a game's first included, plays FIRE whatever the agent chose, in every env (training or
+  evaluation). Like a sticky action, the transition keeps the agent's action.
 """
 
 from __future__ import annotations
 
 import os
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -32,6 +35,12 @@ from rlrun.errors import ConfigError
 BACKENDS = ("vector", "gymnasium")
 # Registered-id settings that AtariVectorEnv can honour (frameskip is env.atari.frame_skip's in both backends).
 VECTOR_SETTINGS = {"game", "repeat_action_probability", "full_action_space", "frameskip", "max_num_frames_per_episode"}
+# fire_reset=auto: the games whose screen stands still under NOOP until FIRE is pressed (every ale-py 0.12.1 ROM
+# with FIRE, 300 agent steps of NOOP from seed 0 without sticky actions, with and without one FIRE first;
+# docs/environments.md). Pong and most others serve or move by themselves.
+FIRE_TO_START = frozenset({"breakout", "bowling", "donkey_kong", "human_cannonball", "pitfall2", "space_war"})
+FIRE_RESET = ("auto", "true", "false")
+FIRE_STEPS = 2  # agent steps of FIRE at each life's start
 
 
 class AtariEpisodes(gym.vector.VectorWrapper):
@@ -45,6 +54,7 @@ class AtariEpisodes(gym.vector.VectorWrapper):
         frame_stack: int,
         life_loss_ends_episode: bool,
         max_episode_steps: int | None = None,
+        fire_action: int | None = None,
     ):
         super().__init__(env)
         n = env.num_envs
@@ -59,6 +69,11 @@ class AtariEpisodes(gym.vector.VectorWrapper):
         # Whole-game counters (not `episode_returns`: a resumed run starts new games, see docs/environments.md).
         self.game_returns = np.zeros(n, dtype=np.float64)
         self.game_lengths = np.zeros(n, dtype=np.int64)
+        # FIRE to start each life (None: never), for FIRE_STEPS agent steps: sticky actions (v5 ids: 0.25 per
+        # frame) skip a one-step press about once per 100 lives, and the game then waits for the rest of that
+        # life (ale-py's own use_fire_reset presses for one emulator frame, skipped once in 4).
+        self.fire_action = fire_action
+        self.fire_left = np.zeros(n, dtype=np.int64)  # agent steps each sub-env still plays FIRE
 
     def _frames(self, obs: Any) -> np.ndarray:
         return np.asarray(obs).reshape(self.stack.shape[0], *self.stack.shape[2:])
@@ -71,9 +86,13 @@ class AtariEpisodes(gym.vector.VectorWrapper):
         self.stack[:] = self._frames(obs)[:, None]
         self.lives = np.array(infos["lives"], dtype=np.int64)
         self.game_returns[:], self.game_lengths[:] = 0.0, 0
+        self.fire_left[:] = FIRE_STEPS if self.fire_action is not None else 0
         return self._obs(), {"lives": self.lives.copy()}
 
     def step(self, actions):
+        if self.fire_left.any():
+            actions = np.where(self.fire_left > 0, self.fire_action, actions)
+            self.fire_left = np.maximum(self.fire_left - 1, 0)
         obs, rewards, terminated, truncated, inner = self.env.step(actions)
         frames = self._frames(obs).copy()  # each env's newest frame: a new game's first where game_over
         rewards = np.asarray(rewards, dtype=np.float64)
@@ -95,6 +114,8 @@ class AtariEpisodes(gym.vector.VectorWrapper):
                 frames[cut] = self._frames(new_obs)[cut]
                 lives[cut] = np.asarray(new_infos["lives"], dtype=np.int64)[cut]
         self.lives = lives
+        if self.fire_action is not None:
+            self.fire_left[game_over | life_lost] = FIRE_STEPS
         if self.life_loss_ends_episode:
             terminated = terminated | (life_lost & ~game_over)
 
@@ -138,15 +159,19 @@ def make_atari_env(
     max_episode_steps: int | None = None,
     vectorization: str = "sync",
     train: bool = True,
+    fire_reset: str | bool = "false",
 ) -> AtariEpisodes:
     """An ALE game as `AtariEpisodes` over the chosen backend. `max_episode_steps` counts agent steps (the
     time limit truncates, and is bootstrapped); null keeps the registered id's frame cap (108,000 frames
-    for v5 ids). Evaluation envs (`train=False`) play whole games."""
+    for v5 ids). Evaluation envs (`train=False`) play whole games. `fire_reset`: FIRE at each life's start
+    (auto, env.atari.fire_reset's default: for the games in FIRE_TO_START; true: any game whose action set
+    has FIRE; false, the default here: never)."""
+    fire = fire_setting(fire_reset)
     if backend == "vector":
         from ale_py.vector_env import AtariVectorEnv
 
         ale = ale_settings(env_id)
-        env: gym.vector.VectorEnv = AtariVectorEnv(
+        emulators = AtariVectorEnv(
             ale["game"],
             num_envs,
             num_threads=threads or emulator_threads(num_envs),
@@ -163,7 +188,8 @@ def make_atari_env(
             use_fire_reset=False,
             reward_clipping=False,  # env.clip_reward clips for learning, outside the episode statistics
         )
-        env = SeedList(env)
+        actions = [a.name for a in emulators.ale.get_action_set()]
+        env: gym.vector.VectorEnv = SeedList(emulators)
     elif backend == "gymnasium":
         import ale_py
         from gymnasium.wrappers import AtariPreprocessing
@@ -186,9 +212,21 @@ def make_atari_env(
             wrappers=wrappers,
             frameskip=1,  # AtariPreprocessing skips (and max-pools) instead
         )
+        actions = list(cast(Any, env).call("get_action_meanings")[0])  # sync and async vector envs have `call`
     else:
         raise ConfigError("env.atari.backend", backend, "one of " + ", ".join(BACKENDS))
-    return AtariEpisodes(env, frame_stack, train and terminal_on_life_loss, max_episode_steps)
+    game = env_spec(env_id).kwargs.get("game")
+    on = fire == "true" or (fire == "auto" and game in FIRE_TO_START)
+    fire_action = actions.index("FIRE") if on and "FIRE" in actions else None
+    return AtariEpisodes(env, frame_stack, train and terminal_on_life_loss, max_episode_steps, fire_action)
+
+
+def fire_setting(value: str | bool) -> str:
+    """env.atari.fire_reset as auto, true or false (YAML's booleans arrive in a str key as True/False)."""
+    setting = str(value).lower()
+    if setting not in FIRE_RESET:
+        raise ConfigError("env.atari.fire_reset", value, "auto, true or false")
+    return setting
 
 
 def emulator_threads(num_envs: int) -> int:

@@ -27,6 +27,9 @@ class AtariConfig:
     terminal_on_life_loss: bool = True  # training envs only (the game goes on); evaluation plays whole games
     backend: str = "vector"  # vector (ale-py's C++ AtariVectorEnv) | gymnasium (AtariPreprocessing, env.vectorization)
     threads: int | None = None  # vector backend's emulator threads; null = one per CPU the process may use
+    # FIRE for the first 2 agent steps of every life: auto = the games that stand still until it (Breakout,
+    # Bowling, ...; rlrun.atari.FIRE_TO_START) | true = every game with FIRE | false = never
+    fire_reset: str = "auto"
 
 
 @dataclass

@@ -12,6 +12,7 @@ to Hydra as an explicit override, so both mean the same directory.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from rlrun import rundir
 from rlrun.appconfig import RLRUN_CONFIG, ConfigSource, initialized
 from rlrun.errors import ConfigError
+from rlrun.memory import check_replay
 from rlrun.overrides import integral, may_be_integral, nearest_key
+from rlrun.pixels import check_ale, check_image_obs
 from rlrun.sinks.reachable import check_backends
 from rlrun.validate import validate
 
@@ -155,28 +158,62 @@ def task_config(cfg: DictConfig) -> DictConfig:
 
 
 def check_job(task: DictConfig, probed: dict) -> None:
-    """What `train` would refuse at its start: values, the env's spaces, the device."""
-    from rlrun.build import make_eval_envs
-    from rlrun.device import resolve_device
-    from rlrun.envs import check_spaces, env_spec
-
+    """What `train` would refuse at its start: values, the env's spaces and pixels, the device, replay
+    larger than the memory available (a replay of more than 1 GiB is announced on stderr)."""
     validate(task)
-    resolve_device(task.device.type)
+    device = training_device(task.device.type, pixels=task.network.encoder != "mlp")
     check_backends(task.get("logger"), probed)  # a logging server that does not answer: refused now
     e = task.env
-    key = (e.id, e.action_bins, e.frame_stack, str(e.atari))
-    if key in probed:
-        return
-    env_spec(e.id)
+    key = ("env", e.id, e.action_bins, e.frame_stack, str(e.atari))
+    if key not in probed:
+        probed[key] = observation_space(task)
+    line = replay_line(task, probed[key], device.type == "cpu")
+    if line is not None and line not in probed:
+        probed[line] = True
+        print(line, file=sys.stderr)
+
+
+def training_device(kind: str, pixels: bool) -> Any:
+    """The device replay will live on, as `train` resolves it (which prints its note on MLPs, once)."""
+    from rlrun.device import resolve_device
+
+    return resolve_device("cpu" if kind == "auto" and not pixels else kind, pixels)
+
+
+def observation_space(task: DictConfig) -> Any:
+    """The observation space of the env as the run makes it, once its spaces and pixels are checked."""
+    from rlrun.build import make_eval_envs
+    from rlrun.envs import check_spaces, env_spec
+
+    e = task.env
+    check_ale(e.id, env_spec(e.id), e.atari)
     try:
         envs = make_eval_envs(task, 1)
+    except ConfigError:  # a value rlrun's env code refuses names its own key (env.atari.fire_reset, ...)
+        raise
     except Exception as err:  # a missing dependency, bad kwargs for this env
         raise ConfigError("env.id", e.id, f"an env that can be made with these settings ({one_line(err)})") from None
     try:
         check_spaces(envs, e.id)
+        space = envs.single_observation_space
+        check_image_obs(e.id, space, e.frame_stack)
     finally:
         envs.close()
-    probed[key] = True
+    return space
+
+
+def replay_line(task: DictConfig, space: Any, on_host: bool) -> str | None:
+    """What replay will hold, as a line to print when it is large; ConfigError where it cannot fit."""
+    from rlrun.algos import algorithm
+
+    if algorithm(task.algo).collector != "replay":
+        return None
+    agents = len(task.get("agents") or []) or task.seeds
+    prioritized = str(task.buffer._target_).endswith("PrioritizedReplayBuffer")
+    shape = tuple(space.shape)
+    return check_replay(
+        task.buffer.capacity, shape, task.env.frame_stack, task.env.num_envs, agents, prioritized, on_host
+    )
 
 
 def plan(argv: list[str]) -> Plan | None:
@@ -229,7 +266,7 @@ def plan(argv: list[str]) -> Plan | None:
     from rlrun.batching import check_launcher  # imports torch: once the command is checked
 
     check_launcher(base.hydra.launcher)
-    probed: dict[Any, bool] = {}
+    probed: dict[Any, Any] = {}
     for job in job_overrides(overrides, str(base.hydra.sweeper._target_)):
         check_job(task_config(compose(job, source)), probed)
     sweep_dir = Path(str(base.hydra.sweep.dir))
