@@ -158,18 +158,21 @@ def test_a_lost_group_is_failed_jobs_and_a_rerun_finds_what_is_left(tmp_path):
 
 
 def test_the_resume_switch_passes_the_sweep_directory_check(tmp_path):
-    """The rerun of a sweep command goes into its own, non-empty sweep directory. rlrun.preflight refuses a
-    non-empty one unless it asks `batching.resumes_sweep`; until it does, the slow tests below rerun the
-    sweep through the Hydra app directly."""
+    """The rerun of a sweep command goes into its own, non-empty batched sweep directory; without the switch,
+    or into a directory that holds no batched sweep, it is refused before anything is written."""
     from rlrun import preflight, rundir
 
     sweep = tmp_path / "sweep"
     (sweep / ".batched").mkdir(parents=True)
-    argv = ["-m", *SWEEP, "total_steps=600", "hydra.launcher.resume=true", f"hydra.sweep.dir={sweep}"]
-    try:
+    argv = ["-m", *SWEEP, "total_steps=600", f"hydra.sweep.dir={sweep}"]
+    assert str(sweep) in preflight.plan([*argv, "hydra.launcher.resume=true"]).hydra_argv[-1]
+    with pytest.raises(rundir.RunDirError, match="is not empty"):
         preflight.plan(argv)
-    except rundir.RunDirError:
-        pytest.xfail("rlrun/preflight.py does not yet skip check_new for batching.resumes_sweep")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(rundir.RunDirError, match="holds no batched sweep"):
+        preflight.plan(["-m", *SWEEP, "total_steps=600", "hydra.launcher.resume=true", f"hydra.sweep.dir={other}"])
 
 
 # --- real sweeps on every backend (slow) -----------------------------------------------------------------
