@@ -18,7 +18,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +54,10 @@ def local_store(run: SinkRun) -> tuple[str, str]:
 
 @contextmanager
 def store_lock(uri: str) -> Iterator[None]:
-    """Jobs that start together must not create one SQLite store's tables twice (MLflow's migrations are not
-    safe to run concurrently): they create it one at a time, under a lock file next to the database. Writes
-    after that are SQLite transactions, which MLflow makes wait up to 20 s for each other (busy_timeout)."""
-    if not uri.startswith("sqlite:///"):
-        yield
-        return
+    """Jobs that start together must not create the default store's tables twice (MLflow's migrations are not
+    safe to run concurrently: a second job fails with "duplicate column name"): they create it one at a time,
+    under a lock file next to the database. Writes after that are SQLite transactions, which MLflow makes
+    wait up to 20 s for each other (busy_timeout)."""
     with FileLock(str(Path(uri.removeprefix("sqlite:///")).parent / LOCK)):
         yield
 
@@ -82,11 +80,12 @@ class MLflowSink:
 
         uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         artifacts = sqlite_artifacts(uri) if uri else None
+        shared = not uri
         if not uri:
             uri, artifacts = local_store(run)
-        self.uri, self.client = uri, MlflowClient(tracking_uri=uri)
         state = run.dir / STATE_FILE
-        with store_lock(uri):  # the store is made (or its tables) on the client's first call
+        with store_lock(uri) if shared else nullcontext():  # the client makes the store (its tables) when made
+            self.uri, self.client = uri, MlflowClient(tracking_uri=uri)
             resumed = self._resumed_run(state) if run.resume_step is not None else None
             experiment_id = None if resumed is not None else self._experiment(experiment or run.experiment, artifacts)
         if resumed is not None:

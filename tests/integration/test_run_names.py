@@ -185,11 +185,18 @@ def test_a_sweeps_runs_share_one_mlflow_store_and_one_wandb_group(tmp_path, monk
     assert (tmp_path / "outputs" / "mlruns" / "mlflow.db").is_file()  # a single run: next to it, in outputs/
     assert not (single / "mlruns").exists()
 
-    pytest.importorskip("wandb")
+    wandb = pytest.importorskip("wandb")
     from rlrun.sinks.wandb import WandbSink
 
-    monkeypatch.setenv("WANDB_MODE", "offline")
+    seen = {}
+
+    def init(**kwargs):  # W&B's own service outlives the test in this process: only what it is given
+        seen.update(kwargs)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(wandb, "init", init)
+    monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))  # the sink sets it if unset
     job = sweep / "optimizer.lr=0.001" / "seed=0"
-    sink = WandbSink(SinkRun(job, job, run_name(job), "dqn"))
-    assert sink.run.group == "CartPole-v1__dqn__t0"
-    sink.close({"env_steps": 10, "status": "finished"})
+    with pytest.raises(RuntimeError, match="stop here"):
+        WandbSink(SinkRun(job, job, run_name(job), "dqn"), mode="offline")
+    assert seen["group"] == "CartPole-v1__dqn__t0" and seen["name"] == names[0]
