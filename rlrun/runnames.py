@@ -74,7 +74,7 @@ def run_part(overrides: Iterable[str] | None) -> str:
     return "__" + text
 
 
-def _sweeps(overrides: Iterable[str]) -> set[str]:
+def swept_in(overrides: Iterable[str]) -> set[str]:
     """The keys of `overrides` that are sweeps (`a,b`, `range(...)`, `choice(...)`, `interval(...)`)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -89,11 +89,11 @@ def swept_keys(sweep_dir: Path, sweeper_params: Any) -> set[str] | None:
     known = False
     params: Any = OmegaConf.to_container(sweeper_params) if OmegaConf.is_config(sweeper_params) else sweeper_params
     if isinstance(params, dict) and params:
-        found |= _sweeps(f"{k!s}={v!s}" for k, v in params.items())
+        found |= swept_in(f"{k!s}={v!s}" for k, v in params.items())
         known = True
     try:
         saved = yaml.safe_load((Path(sweep_dir) / "multirun.yaml").read_text())
-        found |= _sweeps(saved["hydra"]["overrides"]["task"])
+        found |= swept_in(saved["hydra"]["overrides"]["task"])
         known = True
     except (OSError, yaml.YAMLError, KeyError, TypeError):
         pass

@@ -9,11 +9,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from rlrun import rundir
 from rlrun.jobtable import EVAL, EVAL_TAG, FINISHED, curves_of, load_sweep
 from rlrun.report.aggregate import BOOTSTRAP_REPS, finished_runs, improvement_table, left_out, summarize
 from rlrun.report.plots import plot_curves, plot_profile
+from rlrun.runnames import swept_in
 
 MIN_SEEDS = 5  # below this the report warns that its confidence intervals are unreliable
 
@@ -34,6 +36,25 @@ def _steps_cell(row: Any) -> str:
     if row.solved_seeds == 0:
         return f"not reached ({row.solved})"
     return f"{row.steps_to_threshold_median:,.0f} ({row.solved})"
+
+
+def shared_settings(root: Path, runs: pd.DataFrame) -> list[str]:
+    """A line per sweep naming the overrides every one of its jobs has (its job directories name only the
+    swept keys): the command line's overrides that are no sweep, read from the sweep's multirun.yaml."""
+    lines = []
+    for sweep in sorted(set(runs["sweep"]) - {""}) if "sweep" in runs else []:
+        try:
+            task = [
+                str(o)
+                for o in yaml.safe_load((root / sweep / "multirun.yaml").read_text())["hydra"]["overrides"]["task"]
+            ]
+        except (OSError, yaml.YAMLError, KeyError, TypeError):
+            continue
+        swept = swept_in(task)
+        constant = [o for o in task if o.lstrip("+~").partition("=")[0] not in swept]
+        if constant:
+            lines += [f"Every job of the sweep `{sweep}` has " + " ".join(f"`{o}`" for o in constant) + ".", ""]
+    return lines
 
 
 def pooled(runs: pd.DataFrame) -> list[str]:
@@ -99,7 +120,7 @@ def write_report(root: Path, reps: int = BOOTSTRAP_REPS) -> str:
         + (f"; {envs}." if envs else "."),
         "",
     ]
-    lines += pooled(runs)
+    lines += shared_settings(root, runs) + pooled(runs)
     few = table[table.seeds < MIN_SEEDS] if not table.empty else table
     if not few.empty:
         lines += [

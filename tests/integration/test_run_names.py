@@ -84,7 +84,9 @@ def test_a_sweep_with_csv_logging_gets_its_swept_dirs_and_curves(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = sorted(p.parent.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("summary.json"))
     assert jobs == ["seed=0", "seed=1"]
-    assert "total_steps=300" in (tmp_path / "multirun.yaml").read_text()  # the constants live there
+    assert "total_steps=300" in (tmp_path / "multirun.yaml").read_text()  # the constants live there,
+    report = (tmp_path / "report.md").read_text()
+    assert "Every job of the sweep `.` has `logger=csv` `total_steps=300`" in report  # and in the report
     assert not list(tmp_path.rglob("events.out.tfevents.*"))
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"  # from episodes.csv
 
