@@ -3,7 +3,8 @@ the backends chosen in the `logger` group (tensorboard, mlflow, wandb, csv; seve
 
 One module per backend. MLflow and W&B are optional extras, imported only when chosen; rlrun.validate
 refuses a chosen backend whose package is missing before anything is written. By default every backend
-writes only under the run's directory; a resumed run continues the same backend run where the backend
+writes only under the outputs folder (the run's directory; MLflow's default store is shared by the runs of
+an outputs folder or a sweep, next to them); a resumed run continues the same backend run where the backend
 allows it (the MLflow run id and W&B id are kept in the agent's directory).
 """
 
