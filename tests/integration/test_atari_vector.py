@@ -2,11 +2,9 @@
 
 Final observations are the real last frames, time limits truncate, a life loss ends an episode for
 learning while the logged episode is the whole game, stacks restart at every episode start, seeds
-reproduce, and a short `python -m rlrun.train env=atari` run writes episodes.
+reproduce, and a short env=atari run writes episodes.
 """
 
-import subprocess
-import sys
 from typing import Any
 
 import numpy as np
@@ -162,32 +160,25 @@ def test_bad_backend_names_the_key(compose):
         validate(compose("env=atari", "env.atari.threads=0"))
 
 
-def test_train_smoke_run_with_the_vector_backend_writes_episodes(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlrun.train",
-            "env=atari",
-            "env.atari.backend=vector",
-            "env.max_episode_steps=100",
-            "env.num_envs=2",
-            "total_steps=2000",
-            "algo.learning_starts=1800",
-            "buffer.capacity=2000",
-            "eval.interval=0",
-            "log.plot=false",
-            "log.progress_bar=false",
-            "log.interval=1000",
-            "checkpoint.every=0",
-            "device=cpu",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+def test_train_smoke_run_with_the_vector_backend_writes_episodes(compose, tmp_path):
+    from rlrun.train import train
+
+    cfg = compose(
+        "env=atari",
+        "env.atari.backend=vector",
+        "env.max_episode_steps=100",
+        "env.num_envs=2",
+        "total_steps=2000",
+        "algo.learning_starts=1800",
+        "buffer.capacity=2000",
+        "eval.interval=0",
+        "log.plot=false",
+        "log.progress_bar=false",
+        "log.interval=1000",
+        "checkpoint.every=0",
+        "device=cpu",
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert train(cfg, tmp_path)["status"] == "finished"
     rows = (tmp_path / "episodes.csv").read_text().splitlines()[1:]
     assert len(rows) >= 10  # 2 envs x 1000 steps each, games cut at 100 steps
     assert {row.split(",")[3] for row in rows} == {"100"}

@@ -54,7 +54,7 @@ def test_video(run_dir):
     assert f"videos: {folders[-1]}" in proc.stdout
     # the recorded episodes are the evaluated ones: the same returns as an evaluation without video
     recorded = json.loads((run_dir / "evaluation.json").read_text())["returns"]
-    proc = cli("-m", "rlrun.evaluate", str(run_dir), "episodes=1")
+    in_process("rlrun.evaluate", run_dir, "episodes=1", rc=0)
     assert json.loads((run_dir / "evaluation.json").read_text())["returns"] == recorded
 
 
