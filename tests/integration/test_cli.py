@@ -118,7 +118,7 @@ def test_help_lists_groups_and_describes_every_key_without_importing_torch():
     )
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    proc = run_train("network=dueling", "--cfg", "job")
+    proc = in_process("rlrun.train", "network=dueling", "--cfg", "job")
     assert proc.returncode == 0 and "dueling: true" in proc.stdout
 
 
@@ -149,7 +149,7 @@ def test_cuda_on_cpu_machine(tmp_path):
 
 def test_plain_install_finds_configs_outside_the_checkout(tmp_path):
     """The configs are package data: the entrypoint works from any working directory."""
-    proc = run_train("--cfg", "job", cwd=tmp_path)
+    proc = in_process("rlrun.train", "--cfg", "job", cwd=tmp_path)
     assert proc.returncode == 0 and "CartPole-v1" in proc.stdout
 
 

@@ -73,9 +73,9 @@ def test_a_user_config_still_runs_and_the_other_flags_still_work(config_dir, tmp
     flags = ["--config-dir", config_dir, "--config-name", "mine"]
     train_with(flags, "logger=[]", f"hydra.run.dir={run}", rc=0)
     assert "exp_name: mine" in (run / ".hydra" / "config.yaml").read_text()
-    assert "exp_name: mine" in cli("rlrun.train", *flags, "--cfg", "job", rc=0).stdout
+    assert "exp_name: mine" in in_process("rlrun.train", *flags, "--cfg", "job", rc=0).stdout
     assert "exp_name: mine" in in_process("rlrun.train", *flags, "--help", rc=0).stdout
-    assert "Hydra" in cli("rlrun.train", *flags, "--info", rc=0).stdout
+    assert "Hydra" in in_process("rlrun.train", *flags, "--info", rc=0).stdout
     for bad in (["--config-path", "no_such_dir"], ["--config-dir", tmp_path / "missing"]):
         proc = in_process("rlrun.train", *bad, f"hydra.run.dir={tmp_path / 'never'}", rc=2)
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

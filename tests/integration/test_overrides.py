@@ -1,10 +1,8 @@
 """A command line's overrides read against the config before Hydra composes them (rlrun.overrides):
 integral floats for integer keys, and rlrun's own line for an unknown key with a near name."""
 
-import subprocess
-import sys
-
 import pytest
+from test_reliability import in_process
 
 from rlrun.overrides import integral, may_be_integral, nearest_key
 
@@ -53,7 +51,7 @@ def test_an_unknown_key_gets_its_nearest_name(compose):
     ],
 )
 def test_the_command_line_reads_them_so(args, out):
-    proc = subprocess.run([sys.executable, "-m", "rlrun.train", *args], capture_output=True, text=True, timeout=120)
+    proc = in_process("rlrun.train", *args)
     if "--cfg" in args:
         assert proc.returncode == 0 and out in proc.stdout, proc.stderr
     else:  # rlrun's line alone: not Hydra's advice to append the misspelt key with +

@@ -46,10 +46,10 @@ def train(*args, **kw):
 def in_process(module, *args, cwd=None, rc=None):
     """`cli` without the subprocess and its seconds of imports: the command's `main` in this process, its
     stdout and stderr captured, its exit code read from its SystemExit; an exception it lets out fails the
-    test with its traceback. For commands refused before they train, and for resumes and evaluations: a
-    `rlrun.train` that gets past its checks into Hydra's app fails the test (run it with `cli`). As with
-    `python -m`, the working directory comes first on sys.path during the call (a module it imports from a
-    `cwd` given is forgotten after it)."""
+    test with its traceback. For commands refused before they train, for resumes and evaluations, and for
+    Hydra's --cfg and --info (printed, no job run): any other `rlrun.train` that gets past its checks into
+    Hydra's app fails the test (run it with `cli`). As with `python -m`, the working directory comes first
+    on sys.path during the call (a module it imports from a `cwd` given is forgotten after it)."""
     import importlib
     import io
     import logging
@@ -59,6 +59,7 @@ def in_process(module, *args, cwd=None, rc=None):
     from rlrun import signals
 
     argv = [module, *map(str, args)]
+    shows = {"--cfg", "-c", "--info", "-i"} & set(argv)  # Hydra prints and runs no job
     main = importlib.import_module("rlrun.cli" if module == "rlrun.train" else module).main
 
     def hydra_app():
@@ -71,7 +72,9 @@ def in_process(module, *args, cwd=None, rc=None):
     old_signals = {s: signal.getsignal(s) for s in signals.SIGNALS}
     out, err, code = io.StringIO(), io.StringIO(), 0
     try:
-        sys.argv, rlrun.cli.hydra_main = list(argv), hydra_app
+        sys.argv = list(argv)
+        if not shows:
+            rlrun.cli.hydra_main = hydra_app
         if cwd is not None:
             os.chdir(cwd)
         sys.path.insert(0, os.getcwd())
