@@ -16,6 +16,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from test_reliability import in_process
 from torch import nn
 
 from rlrun.algos.dqn import dqn_learner
@@ -319,7 +320,7 @@ def test_resumed_batched_run_equals_an_uninterrupted_one(tmp_path, agents, dirs)
     straight, parts = tmp_path / "straight", tmp_path / "parts"
     run_cli(*args, "total_steps=1600", f"hydra.run.dir={straight}")
     run_cli(*args, "total_steps=900", f"hydra.run.dir={parts}")
-    run_cli(f"resume={parts}", "total_steps=1600")
+    in_process("rlrun.train", f"resume={parts}", "total_steps=1600", rc=0)
     for agent in dirs:
         a, b = straight / agent, parts / agent
         assert (a / "episodes.csv").read_text() == (b / "episodes.csv").read_text()
@@ -346,7 +347,7 @@ def test_unsupported_batched_options_are_refused_by_key(compose, override, key):
 
 def test_refusal_happens_before_anything_is_written(tmp_path):
     run = tmp_path / "run"
-    proc = run_cli("seeds=3", "env.normalize_reward=true", f"hydra.run.dir={run}", check=False)
+    proc = in_process("rlrun.train", "seeds=3", "env.normalize_reward=true", f"hydra.run.dir={run}")
     assert proc.returncode == 2
     assert "env.normalize_reward" in proc.stderr and "seeds > 1" in proc.stderr
     assert not list(run.glob("seed=*")) and not (run / "checkpoint.pt").exists()
