@@ -81,7 +81,7 @@ def test_sigkill_then_resume_reaches_the_end_with_one_value_per_step(tmp_path):
     saved_step = torch.load(run / ckpt.LATEST, weights_only=True)["step"]
     assert 0 < saved_step < 6000
 
-    finish(start(run, "resume=" + str(run), "total_steps=6000"))
+    in_process("rlrun.train", *ARGS, f"resume={run}", "total_steps=6000", rc=0)  # in this process
     summary = json.loads((run / "summary.json").read_text())
     assert summary["env_steps"] == 6000 and summary["status"] == "finished"
     tags = scalars(run)
@@ -104,7 +104,7 @@ def test_sigterm_saves_and_resume_equals_an_uninterrupted_run(tmp_path):
     _, err = finish(proc, rc=75)
     assert "rlrun.resume" in err
     assert torch.load(parts / ckpt.LATEST, weights_only=True)["step"] < 4000
-    finish(start(parts, f"resume={parts}"))
+    in_process("rlrun.train", *ARGS, f"resume={parts}", rc=0)  # resumed in this process, the same values
 
     assert (parts / "episodes.csv").read_text() == (whole / "episodes.csv").read_text()
     a, b = torch.load(whole / "model.pt"), torch.load(parts / "model.pt")
