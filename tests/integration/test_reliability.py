@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from entrypoints import in_process  # noqa: F401  (imported from here by the other modules)
+from test_reliability_checks import BAD_CONFIGS
 
 from rlrun import checkpoint as ckpt, rundir
 
@@ -41,66 +43,6 @@ def cli(module, *args, cwd=None, rc=None):
 
 def train(*args, **kw):
     return cli("rlrun.train", *TINY, *args, **kw)
-
-
-def in_process(module, *args, cwd=None, rc=None):
-    """`cli` without the subprocess and its seconds of imports: the command's `main` in this process, its
-    stdout and stderr captured, its exit code read from its SystemExit; an exception it lets out fails the
-    test with its traceback. For commands refused before they train, for resumes and evaluations, and for
-    Hydra's --cfg and --info (printed, no job run): any other `rlrun.train` that gets past its checks into
-    Hydra's app fails the test (run it with `cli`). As with `python -m`, the working directory comes first
-    on sys.path during the call (a module it imports from a `cwd` given is forgotten after it)."""
-    import importlib
-    import io
-    import logging
-    from contextlib import redirect_stderr, redirect_stdout
-
-    import rlrun.cli
-    from rlrun import signals
-
-    argv = [module, *map(str, args)]
-    shows = {"--cfg", "-c", "--info", "-i"} & set(argv)  # Hydra prints and runs no job
-    main = importlib.import_module("rlrun.cli" if module == "rlrun.train" else module).main
-
-    def hydra_app():
-        raise AssertionError(f"{' '.join(argv)} got past its checks into Hydra's app: run it with cli()")
-
-    root = logging.getLogger()
-    old_argv, old_cwd, old_path, old_modules = sys.argv, os.getcwd(), list(sys.path), set(sys.modules)
-    old_handlers, old_level, old_in_sweep = list(root.handlers), root.level, signals.in_sweep
-    old_hydra_main = rlrun.cli.hydra_main
-    old_signals = {s: signal.getsignal(s) for s in signals.SIGNALS}
-    out, err, code = io.StringIO(), io.StringIO(), 0
-    try:
-        sys.argv = list(argv)
-        if not shows:
-            rlrun.cli.hydra_main = hydra_app
-        if cwd is not None:
-            os.chdir(cwd)
-        sys.path.insert(0, os.getcwd())
-        with redirect_stdout(out), redirect_stderr(err):
-            try:
-                main() if module == "rlrun.train" else main(argv[1:])
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else int(e.code is not None)
-    finally:
-        for name in set(sys.modules) - old_modules:  # a user's module next to the run (`env.id=helpers:...`)
-            if os.path.dirname(getattr(sys.modules[name], "__file__", None) or "") == os.getcwd() != old_cwd:
-                del sys.modules[name]
-        rlrun.cli.hydra_main = old_hydra_main
-        sys.argv, sys.path[:], signals.in_sweep = old_argv, old_path, old_in_sweep
-        os.chdir(old_cwd)
-        for handler in set(root.handlers) - set(old_handlers):  # a resume logs to its run's train.log
-            root.removeHandler(handler)
-            handler.close()
-        root.setLevel(old_level)
-        for s, handler in old_signals.items():
-            signal.signal(s, handler)
-    proc = subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
-    if rc is not None:
-        assert proc.returncode == rc, proc.stderr[-3000:]
-        assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    return proc
 
 
 def digest(path):
@@ -264,18 +206,7 @@ def test_a_run_directory_is_owned_by_one_process_and_a_dead_owner_does_not_block
     in_process("rlrun.resume", run, "total_steps=960", rc=0)  # the dead owner's lock is gone with it
 
 
-# --- 3. one clear line and the right exit code ------------------------------------------------------
-
-BAD_CONFIGS = [
-    (["network=duelling"], "dueling"),
-    (["algo.batch_size=big"], "algo.batch_size"),
-    (["total_step=1000"], "did you mean total_steps?"),
-    (["+algo.gama=0.5"], "did you mean algo.gamma?"),
-    (["-m", "optimizer.lr=1e-3,abc"], "optimizer.lr=abc"),
-    (["-m", "seed=0,1", "algo.gamma=2"], "algo.gamma"),
-    (["env.id=Blackjack-v1"], "Tuple(Discrete(32)"),
-    (["env.id=NoSuchEnv-v0"], "env.id"),
-]
+# --- 3. one clear line and the right exit code (every refusal of the pre-flight: tests/unit) -----------
 
 
 @pytest.mark.parametrize("args, says", BAD_CONFIGS[:2])
@@ -283,19 +214,6 @@ def test_a_bad_config_exits_2_with_one_line_and_writes_nothing(tmp_path, args, s
     proc = cli("rlrun.train", *args, cwd=tmp_path, rc=2)
     assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert list(tmp_path.iterdir()) == [], "a refused command left files behind"
-
-
-@pytest.mark.parametrize("args, says", BAD_CONFIGS)
-def test_every_bad_config_is_refused_before_anything_is_written(tmp_path, monkeypatch, args, says):
-    """The check the command runs first (rlrun.preflight): one line naming the key, nothing written."""
-    from rlrun import preflight
-    from rlrun.errors import ConfigError
-
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(ConfigError) as refused:
-        preflight.plan(args)
-    assert says in str(refused.value) and "\n" not in str(refused.value)
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_refused_resume_changes_nothing(finished_run, tmp_path):
@@ -377,20 +295,6 @@ def test_a_full_disk_exits_4_and_keeps_the_earlier_checkpoint(tmp_path):
         assert ckpt.load(run)[0]["step"] >= state["step"]
 
 
-def test_torch_write_errors_become_oserror_and_keep_the_old_file(tmp_path, monkeypatch):
-    target = tmp_path / "model.pt"
-    target.write_bytes(b"old")
-
-    def failing_save(obj, f):
-        f.write(b"partial")
-        raise RuntimeError("[enforce fail at inline_container.cc:1] . PytorchStreamWriter failed writing file")
-
-    monkeypatch.setattr(torch, "save", failing_save)
-    with pytest.raises(OSError, match="failed writing"), rundir.open_atomic(target) as f:
-        torch.save({}, f)
-    assert target.read_bytes() == b"old" and list(tmp_path.iterdir()) == [target]
-
-
 def catches_sigterm(pid: int) -> bool:
     """Whether process `pid` has a SIGTERM handler installed (Linux: the SigCgt mask in /proc)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -436,20 +340,6 @@ def test_a_signal_during_the_imports_imports_nothing_from_its_handler():
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=ENV, timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
     assert proc.stderr == "rlrun: stopped by SIGTERM before the run started; nothing was written\n", proc.stderr
-
-
-def test_keys_of_every_option_are_in_the_schema(compose):
-    """Every group option and preset composes into a config the schema accepts (no stray keys)."""
-    from rlrun.validate import validate
-
-    conf = Path(__file__).parents[2] / "conf"
-    pixels = {"env=atari": "network=cnn", "network=cnn": "env=atari"}
-    for group in ("env", "network", "buffer", "optimizer", "device"):
-        for option in sorted((conf / group).glob("*.yaml")):
-            choice = f"{group}={option.stem}"
-            validate(compose(choice, *[pixels[choice]] if choice in pixels else []))
-    for preset in sorted((conf / "experiment").glob("*.yaml")):
-        validate(compose(f"+experiment={preset.stem}"))
 
 
 # --- 4. inputs that used to crash -------------------------------------------------------------------

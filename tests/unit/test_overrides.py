@@ -2,7 +2,7 @@
 integral floats for integer keys, and rlrun's own line for an unknown key with a near name."""
 
 import pytest
-from test_reliability import in_process
+from entrypoints import in_process
 
 from rlrun.overrides import integral, may_be_integral, nearest_key
 

@@ -1,0 +1,63 @@
+"""What rlrun guarantees (docs/reliability.md), checked without a run: every bad config is refused by the
+pre-flight before anything is written, a failed torch write keeps the old file, and every option's keys are
+in the schema. The commands and runs around them: tests/integration/test_reliability.py."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import rlrun
+from rlrun import rundir
+
+BAD_CONFIGS = [
+    (["network=duelling"], "dueling"),
+    (["algo.batch_size=big"], "algo.batch_size"),
+    (["total_step=1000"], "did you mean total_steps?"),
+    (["+algo.gama=0.5"], "did you mean algo.gamma?"),
+    (["-m", "optimizer.lr=1e-3,abc"], "optimizer.lr=abc"),
+    (["-m", "seed=0,1", "algo.gamma=2"], "algo.gamma"),
+    (["env.id=Blackjack-v1"], "Tuple(Discrete(32)"),
+    (["env.id=NoSuchEnv-v0"], "env.id"),
+]
+
+
+@pytest.mark.parametrize("args, says", BAD_CONFIGS)
+def test_every_bad_config_is_refused_before_anything_is_written(tmp_path, monkeypatch, args, says):
+    """The check the command runs first (rlrun.preflight): one line naming the key, nothing written."""
+    from rlrun import preflight
+    from rlrun.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as refused:
+        preflight.plan(args)
+    assert says in str(refused.value) and "\n" not in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_torch_write_errors_become_oserror_and_keep_the_old_file(tmp_path, monkeypatch):
+    target = tmp_path / "model.pt"
+    target.write_bytes(b"old")
+
+    def failing_save(obj, f):
+        f.write(b"partial")
+        raise RuntimeError("[enforce fail at inline_container.cc:1] . PytorchStreamWriter failed writing file")
+
+    monkeypatch.setattr(torch, "save", failing_save)
+    with pytest.raises(OSError, match="failed writing"), rundir.open_atomic(target) as f:
+        torch.save({}, f)
+    assert target.read_bytes() == b"old" and list(tmp_path.iterdir()) == [target]
+
+
+def test_keys_of_every_option_are_in_the_schema(compose):
+    """Every group option and preset composes into a config the schema accepts (no stray keys)."""
+    from rlrun.validate import validate
+
+    conf = Path(rlrun.__file__).parent / "conf"
+    pixels = {"env=atari": "network=cnn", "network=cnn": "env=atari"}
+    for group in ("env", "network", "buffer", "optimizer", "device"):
+        for option in sorted((conf / group).glob("*.yaml")):
+            choice = f"{group}={option.stem}"
+            validate(compose(choice, *[pixels[choice]] if choice in pixels else []))
+    for preset in sorted((conf / "experiment").glob("*.yaml")):
+        validate(compose(f"+experiment={preset.stem}"))
