@@ -411,9 +411,9 @@ def served_scalars(run_dir, tag):
     return runs["."][tag]
 
 
-def test_every_finished_episode_is_its_own_point_in_tensorboard(tmp_path):
+def test_every_finished_episode_is_its_own_point_in_tensorboard(compose, tmp_path):
     run = tmp_path / "run"
-    train(f"hydra.run.dir={run}", "total_steps=4000", rc=0)  # CartPole's 16 envs: episodes end together
+    run_in_process(compose, tmp_path, "total_steps=4000")  # CartPole's 16 envs: episodes end together
     rows = [r.split(",") for r in (run / "episodes.csv").read_text().splitlines()[1:]]
     points = served_scalars(run, "charts/episodic_return")
     assert len(rows) > 50
