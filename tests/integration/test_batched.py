@@ -256,8 +256,7 @@ def test_each_agent_of_a_batched_run_is_its_single_seed_run(tmp_path, variant):
             assert torch.allclose(a_model[name], s_model[name], atol=1e-4), name
         # rlrun.evaluate takes an agent's dir like a single run's dir, and plays the same episodes.
         assert (
-            evaluate_run([str(agent), "episodes=3"])["returns"]
-            == evaluate_run([str(single), "episodes=3"])["returns"]
+            evaluate_run([str(agent), "episodes=3"])["returns"] == evaluate_run([str(single), "episodes=3"])["returns"]
         )
     top = json.loads((batched / "summary.json").read_text())
     assert top["seeds"] == [5, 6] and set(top["agents"]) == {"5", "6"}
