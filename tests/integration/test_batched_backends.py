@@ -71,7 +71,7 @@ def test_a_sweep_is_one_slurm_array_with_a_task_per_group(tmp_path, fake_sbatch,
     jobs = submit_submitit(print, work, [device == "cuda"] * 4, slurm_settings(), tmp_path / ".submitit" / "%j")
     assert [j.job_id for j in jobs] == [f"4242_{g}" for g in range(4)]  # one array, one task per group
     script = submission(tmp_path, "4242")
-    assert "python -u -m submitit.core._submit" in script  # each task runs its group's pickled call
+    assert " -u -m submitit.core._submit" in script  # each task runs its group's pickled call (python or python3)
     sbatch = sorted(line for line in script.splitlines() if line.startswith("#SBATCH"))
     for wanted in ("--array=0-3%4", "--cpus-per-task=2", "--mem=8GB", "--time=240", "--partition=gpu", "--nodes=1"):
         assert f"#SBATCH {wanted}" in sbatch, (wanted, sbatch)
