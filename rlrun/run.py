@@ -42,9 +42,10 @@ def train(cfg: DictConfig, out_dir: Path, resume: dict | None = None) -> dict[st
         parts = build.build(cfg)
         resume_step = None if resume is None else resume["step"]
         population = build.population(cfg, out_dir, parts.reward_threshold, resume_step)
-        log.info(start_line(out_dir, parts.device, population.agents, resume_step, cfg.total_steps))
         population.watch(cfg.total_steps, resume_step or 0, cfg.log.progress_interval)
         trainer = Trainer(build.loop_settings(cfg), parts, population, out_dir, resume)
+        # Once the checkpoint is loaded: a refused resume leaves train.log as it was.
+        log.info(start_line(out_dir, parts.device, population.agents, resume_step, cfg.total_steps))
         try:
             return trainer.run()
         finally:
