@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,25 @@ from torch.utils.tensorboard.summary import hparams
 HPARAM_METRICS = ["charts/mean_return_100", "eval/mean_return", "hparams/best_mean_return_100", "hparams/solved_step"]
 
 
+def wait_to_sort_last(out_dir: Path, longest: float = 2.0) -> None:
+    """TensorBoard reads a directory's event files in name order, and a name starts with the second it was
+    opened in, then the host and pid: a resume opened in the same second as the dead process's file, by a
+    process whose pid sorts lower, would be read first, and the dead process's steps would come after the
+    resumed ones (their purge undone). Waiting for the next second (at most `longest`) keeps the order."""
+    seconds = [p.name.split(".")[3] for p in out_dir.glob("events.out.tfevents.*")]
+    newest = max((int(s) for s in seconds if s.isdigit()), default=0)
+    deadline = time.time() + longest
+    while int(time.time()) <= newest and time.time() < deadline:
+        time.sleep(0.05)
+
+
 class TensorBoardSink:
     def __init__(self, out_dir: Path, resume_step: int | None = None):
         """With `resume_step`, TensorBoard purges what a dead process wrote after that step."""
         self.out_dir = Path(out_dir)
         purge = None if resume_step is None else resume_step + 1
+        if resume_step is not None:
+            wait_to_sort_last(self.out_dir)
         self.writer = SummaryWriter(str(self.out_dir), purge_step=purge)
 
     def start(self, params: dict[str, Any], config_yaml: str) -> None:
