@@ -24,6 +24,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 import rlrun.agent_dirs
 import rlrun.agents
 from rlrun.algos import algorithm
+from rlrun.config import experiment_name
 from rlrun.device import keep_freed_memory, resolve_device, set_threads
 from rlrun.envs import check_spaces, env_spec, make_vector_env
 from rlrun.errors import ConfigError
@@ -228,7 +229,7 @@ def loop_settings(cfg: DictConfig) -> LoopSettings:
         checkpoint_replay=cfg.checkpoint.replay,
         stop_on_solve=cfg.stop_on_solve,
         config=plain(cfg),
-        plot_title=f"{cfg.env.id} {cfg.exp_name}" if cfg.log.plot else None,
+        plot_title=f"{cfg.env.id} {experiment_name(cfg.exp_name, algo.name)}" if cfg.log.plot else None,
         rollout=algo.collector == "rollout",
     )
 
@@ -240,8 +241,9 @@ def population(cfg: DictConfig, out_dir: Path, reward_threshold: float | None, r
 
     seeds, labels = agent_seeds(cfg), rlrun.agents.agent_labels(cfg)
     backends, name = plain(cfg.logger), run_name(out_dir)
+    exp_name = experiment_name(cfg.exp_name, algorithm(cfg.algo).name)
     if len(seeds) == 1:
-        run = SinkRun(out_dir, out_dir, name, cfg.exp_name, resume_step)
+        run = SinkRun(out_dir, out_dir, name, exp_name, resume_step)
         sinks = make_sinks(backends, run)
         logger = RunLogger(
             out_dir, cfg, cfg.total_steps, reward_threshold, cfg.log.progress_bar, resume_step=resume_step, sinks=sinks
@@ -257,7 +259,7 @@ def population(cfg: DictConfig, out_dir: Path, reward_threshold: float | None, r
         if resume_step is None:
             write_agent_hydra_dir(dirs[k], configs[k], entries[k], overrides)
         show_bar = cfg.log.progress_bar if k == 0 else False  # one bar for the batch
-        run = SinkRun(dirs[k], out_dir, f"{name}/{label}", cfg.exp_name, resume_step, name)
+        run = SinkRun(dirs[k], out_dir, f"{name}/{label}", exp_name, resume_step, name)
         loggers.append(
             RunLogger(
                 dirs[k],

@@ -215,7 +215,9 @@ class RunConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)  # logger=tensorboard|mlflow|wandb|csv, or a list
     resume: str | None = None  # a run directory to continue
-    exp_name: str = "dqn"  # experiment name: part of the run directory's name (and the MLflow experiment)
+    # Experiment name: part of the run directory's name (and the MLflow experiment); null: the algorithm's
+    # name (dqn, pqn, mdqn: `experiment_name`).
+    exp_name: str | None = None
     seed: int = 0  # seed of the run (of its first agent with seeds > 1)
     # Agents trained together in this process (rlrun.population): seeds seed, seed+1, ..., seed+seeds-1.
     seeds: int = 1
@@ -237,6 +239,11 @@ def _job_dir(*, _root_: Any) -> str:
     return job_subdir(_root_)
 
 
+def experiment_name(exp_name: Any, algo_kind: Any = "dqn") -> str:
+    """`exp_name`, or the algorithm's name where it is null (the resolver `rlrun_exp_name` for the run dir)."""
+    return str(exp_name) if exp_name is not None else str(algo_kind)
+
+
 def register_configs() -> None:
     """The schemas (in Hydra's ConfigStore) and the resolvers that conf/config.yaml uses; idempotent."""
     OmegaConf.register_new_resolver("rlrun_slug", lambda s: str(s).replace("/", "-"), replace=True)
@@ -249,6 +256,7 @@ def register_configs() -> None:
     # Run and sweep-job names after what differs from the defaults (rlrun.runnames).
     OmegaConf.register_new_resolver("rlrun_overrides", _run_part, replace=True)
     OmegaConf.register_new_resolver("rlrun_job_dir", _job_dir, replace=True)
+    OmegaConf.register_new_resolver("rlrun_exp_name", experiment_name, replace=True)
     cs = ConfigStore.instance()
     # Stored at the root (not in a group) so that `--help` lists only the real option groups.
     for name, node in SCHEMAS.items():

@@ -161,7 +161,9 @@ def test_batched_agents_are_runs_of_their_own(compose, tmp_path, monkeypatch):
         lg.episodes_end(16, [(16, float(k), 5)])
         lg.close(16)
     mlflow.set_tracking_uri(f"sqlite:///{(tmp_path / 'mlruns' / 'mlflow.db').resolve()}")  # next to the run
-    runs = mlflow.search_runs(experiment_names=[cfg.exp_name]).sort_values("tags.mlflow.runName")
+    runs = mlflow.search_runs(experiment_names=["dqn"]).sort_values(
+        "tags.mlflow.runName"
+    )  # exp_name null: the algorithm
     assert list(runs["tags.mlflow.runName"]) == ["run/seed=5", "run/seed=6"]
     assert list(runs["params.seed"]) == ["5", "6"] and list(runs["metrics.charts/episodic_return"]) == [0.0, 1.0]
     assert not list((tmp_path / "run").glob("events.out.tfevents.*"))  # logger=mlflow alone: no TensorBoard

@@ -39,6 +39,9 @@ def test_a_run_is_named_after_its_overrides_less_the_quiet_keys():
     assert run_dir_name("exp_name=lr_test", "+experiment=rainbow").startswith(
         "CartPole-v1__lr_test__experiment=rainbow__"
     )
+    # exp_name unset: the algorithm's name, not dqn's
+    assert run_dir_name("algo=pqn").startswith("CartPole-v1__pqn__algo=pqn__seed0__")
+    assert run_dir_name("algo=mdqn").startswith("CartPole-v1__mdqn__algo=mdqn__seed0__")
 
 
 def test_a_long_or_odd_name_is_capped_and_filesystem_safe():
