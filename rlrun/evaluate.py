@@ -4,8 +4,9 @@
 
 Loads the run's config and weights (from a checkpoint file, or a run directory's checkpoint.pt or
 model.pt), plays N episodes with the greedy policy (noisy layers use their mean weights), prints the mean,
-standard deviation and every return, and saves them to `evaluation.json` next to the weights. The same
-seed gives the same evaluation. `video=true` records those same episodes while they are played (one mp4
+standard deviation and every return, and saves them next to the weights: one line per call appended to
+`evaluations.jsonl` (with its time), the latest also as `evaluation.json`. The same seed gives the same
+evaluation. `video=true` records those same episodes while they are played (one mp4
 per episode) into a new `<run dir>/videos/seed<S>_<time>/` and prints where (needs the `video` extra).
 
 The saved config is checked as resume checks it (`rlrun.saved`): an interpolation is refused, and so is an
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -159,6 +161,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     except RuntimeError as e:  # weights of another shape than the config's network
         fail(2, f"the weights in {path} do not fit their config: {str(e).splitlines()[0]}")
     result = {
+        "time": datetime.now().isoformat(timespec="seconds"),
         "source": str(path),
         "episodes": opts["episodes"],
         "seed": opts["seed"],
@@ -175,7 +178,11 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         result["video_dir"] = str(video_dir)
         print(f"videos: {video_dir} ({len(videos)} mp4, one per episode)")
     try:
-        rundir.write_text(out_dir / "evaluation.json", json.dumps(result, indent=2) + "\n")
+        with rundir.open_append(out_dir / "evaluations.jsonl") as f:  # every call kept
+            f.write(json.dumps(result) + "\n")
+        rundir.write_text(out_dir / "evaluation.json", json.dumps(result, indent=2) + "\n")  # the latest
+    except rundir.RunDirError as e:
+        fail(4, f"the results above were not saved: {e}")
     except OSError as e:
         fail(4, f"the results above were not saved: cannot write to {out_dir} ({e.strerror or e})")
     return result
@@ -192,8 +199,6 @@ def check_video_extra() -> None:
 
 def new_video_dir(out_dir: Path, seed: int) -> Path:
     """A new `<run>/videos/seed<S>_<time>/` (created only once the videos are written)."""
-    from datetime import datetime
-
     return out_dir / "videos" / datetime.now().strftime(f"seed{seed}_%Y-%m-%d_%H-%M-%S-%f")
 
 

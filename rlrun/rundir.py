@@ -35,7 +35,7 @@ RUN_MARKERS = (".hydra/config.yaml", "checkpoint.pt", "checkpoint.prev.pt", "epi
 # The CSV files a run appends a row to (their header first), and all the files it opens in place, appended
 # to or locked: never through a link.
 CSV_HEADERS = {"episodes.csv": "env_step,episode,return,length", "scalars.csv": "env_step,tag,value"}
-IN_PLACE = (*CSV_HEADERS, "train.log", LOCK_NAME)
+IN_PLACE = (*CSV_HEADERS, "train.log", "evaluations.jsonl", LOCK_NAME)
 
 
 class RunDirError(Exception):

@@ -33,6 +33,10 @@ def test_same_seed_same_evaluation_from_dir_and_checkpoint(run_dir):
     assert b.returncode == 0 and first["returns"] == second["returns"] and len(first["returns"]) == 3
     assert "mean return" in a.stdout
     assert first["mean_return"] == pytest.approx(sum(first["returns"]) / 3)
+    # every call kept: one line each in evaluations.jsonl, the latest also in evaluation.json
+    calls = [json.loads(line) for line in (run_dir / "evaluations.jsonl").read_text().splitlines()]
+    assert [c["source"] for c in calls[-2:]] == [str(run_dir), str(run_dir / "checkpoint.pt")]
+    assert calls[-1] == second and calls[-2] == first and "time" in first
 
 
 def test_bad_arguments_are_clear(run_dir, tmp_path):
