@@ -26,6 +26,29 @@ STATE_FILE = "wandb_run.json"
 STEP_KEY = "env_step"
 
 
+class _Service:
+    cache_dir: str | None = None  # the cache dir rlrun chose for W&B's service
+    open = 0  # its runs open in this process
+
+
+def use_cache_dir(path: str) -> None:
+    """W&B's service (one per process, started by the first `wandb.init`) writes its debug logs under
+    `$WANDB_CACHE_DIR` (~/.cache/wandb): put them in the run that starts it, unless the user chose a cache
+    dir. The service is torn down when its last run closes (`release_cache_dir`), so the next run of the
+    process (a notebook, in-process runs) starts one logging into that run, not into a finished run."""
+    if _Service.open == 0 and os.environ.get("WANDB_CACHE_DIR") in (None, _Service.cache_dir):
+        os.environ["WANDB_CACHE_DIR"] = _Service.cache_dir = path
+    _Service.open += 1
+
+
+def release_cache_dir() -> None:
+    import wandb
+
+    _Service.open -= 1
+    if _Service.open == 0 and os.environ.get("WANDB_CACHE_DIR") == _Service.cache_dir:
+        wandb.teardown()  # its logs closed: the next run's service writes into that run
+
+
 def new_id() -> str:
     """A W&B run id: 8 lowercase letters and digits, as W&B makes them."""
     return "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
@@ -52,8 +75,7 @@ class WandbSink:
     def __init__(self, run: SinkRun, mode: str | None = None, project: str = "rlrun", entity: str | None = None):
         import wandb
 
-        # W&B's service writes its debug log under the cache dir (~/.cache/wandb): keep it in the run.
-        os.environ.setdefault("WANDB_CACHE_DIR", str((run.root / "wandb" / "cache").resolve()))
+        use_cache_dir(str((run.root / "wandb" / "cache").resolve()))
         self.mode = resolve_mode(mode)
         state = run.dir / STATE_FILE
         resumed = run.resume_step is not None and state.exists()
@@ -102,4 +124,5 @@ class WandbSink:
         if self.mode == "online" and self.run.url:
             where["url"] = self.run.url
         self.run.finish()
+        release_cache_dir()
         return where

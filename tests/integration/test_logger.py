@@ -167,3 +167,20 @@ def test_batched_agents_are_runs_of_their_own(compose, tmp_path, monkeypatch):
     assert list(runs["tags.mlflow.runName"]) == ["run/seed=5", "run/seed=6"]
     assert list(runs["params.seed"]) == ["5", "6"] and list(runs["metrics.charts/episodic_return"]) == [0.0, 1.0]
     assert not list((tmp_path / "run").glob("events.out.tfevents.*"))  # logger=mlflow alone: no TensorBoard
+
+
+def test_two_wandb_runs_in_one_process_keep_the_service_logs_in_their_own_dirs(tmp_path, monkeypatch):
+    """W&B's service logs went into the first run's directory for every later run of the process."""
+    pytest.importorskip("wandb")
+    from rlrun.sinks.base import SinkRun
+    from rlrun.sinks.wandb import WandbSink
+
+    monkeypatch.delenv("WANDB_CACHE_DIR", raising=False)
+    for name in ("a", "b"):
+        run = tmp_path / name
+        run.mkdir()
+        sink = WandbSink(SinkRun(run, run, name, "dqn", None), mode="offline")
+        sink.scalar("charts/epsilon", 1.0, 1)
+        sink.close({"status": "finished", "env_steps": 1})
+        assert list((run / "wandb" / "cache").rglob("core-debug-*.log")), name
+    assert len(list((tmp_path / "a" / "wandb" / "cache").rglob("core-debug-*.log"))) == 1
