@@ -117,6 +117,7 @@ def test_optuna_preset_runs_trials_and_returns_the_objective(tmp_path):
     best = (tmp_path / "optimization_results.yaml").read_text()
     assert "best_value" in best
     assert float(best.split("best_value:")[1].split()[0]) == pytest.approx(runs.final_mean_return_100.max())
+    assert "setup plugin alembic" not in proc.stdout + proc.stderr  # Optuna's alembic import is quiet
 
 
 @pytest.mark.slow  # a sweep and a notebook kernel: ~14 s on one core
