@@ -19,9 +19,10 @@ def version(package: str) -> str:
         return "not installed"
 
 
-REQUIRED = ("gymnasium", "hydra-core", "omegaconf", "tensorboard", "numpy", "filelock", "rliable")
+REQUIRED = ("gymnasium", "hydra-core", "omegaconf", "tensorboard", "numpy", "filelock")
 # Optional packages by the extra that installs them (`pip install -e ".[extra]"`).
 OPTIONAL = {
+    "report": ("rliable", "pandas", "scipy"),  # the sweep report (the sweep extra includes it)
     "sweep": ("hydra-joblib-launcher", "hydra-submitit-launcher", "hydra-optuna-sweeper"),
     "ray": ("ray",),  # hydra/launcher=ray_cluster (rlrun's own plugin)
     "atari": ("ale-py", "opencv-python-headless"),

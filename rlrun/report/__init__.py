@@ -16,35 +16,93 @@ and unreliable. Written into the sweep dir: report.md, report.csv, curves.png an
 from __future__ import annotations
 
 # The package: jobtable reads the jobs (rlrun.jobtable), aggregate computes the statistics (rliable),
-# plots draws the figures, tables writes the report; this module is its command line and its API.
+# plots draws the figures, tables writes the report; this module is its command line and its API. They need
+# the report extra (pandas, scipy, rliable, tabulate; `pip install "rlrun[report]"`, which the sweep extra
+# includes): a single run needs none of it, so the API below is imported when first used.
 import argparse
+import importlib
+import importlib.util
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from rlrun.jobtable import (
-    CURVE_TAG,
-    EVAL,
-    FINISHED,
-    TRAIN,
-    curves_of,
-    load_curve,
-    load_curves,
-    load_run,
-    load_sweep,
-    quiet,
-    run_dirs,
-)
-from rlrun.report.aggregate import (
-    BOOTSTRAP_REPS,
-    improvement_probability,
-    improvement_table,
-    iqm_ci,
-    left_out,
-    score_column,
-    summarize,
-    trimmed_mean,
-)
-from rlrun.report.plots import CURVE_BOOTSTRAP_REPS, plot_curves, plot_profile
-from rlrun.report.tables import MIN_SEEDS, markdown_table, write_report
+if TYPE_CHECKING:
+    from rlrun.jobtable import (
+        CURVE_TAG,
+        EVAL,
+        FINISHED,
+        TRAIN,
+        curves_of,
+        load_curve,
+        load_curves,
+        load_run,
+        load_sweep,
+        quiet,
+        run_dirs,
+    )
+    from rlrun.report.aggregate import (
+        BOOTSTRAP_REPS,
+        improvement_probability,
+        improvement_table,
+        iqm_ci,
+        left_out,
+        score_column,
+        summarize,
+        trimmed_mean,
+    )
+    from rlrun.report.plots import CURVE_BOOTSTRAP_REPS, plot_curves, plot_profile
+    from rlrun.report.tables import MIN_SEEDS, markdown_table, write_report
+
+REPORT_EXTRA = ("pandas", "scipy", "rliable", "tabulate")  # the report extra's packages (pyproject.toml)
+_API = {
+    "CURVE_TAG": "rlrun.jobtable",
+    "EVAL": "rlrun.jobtable",
+    "FINISHED": "rlrun.jobtable",
+    "TRAIN": "rlrun.jobtable",
+    "curves_of": "rlrun.jobtable",
+    "load_curve": "rlrun.jobtable",
+    "load_curves": "rlrun.jobtable",
+    "load_run": "rlrun.jobtable",
+    "load_sweep": "rlrun.jobtable",
+    "quiet": "rlrun.jobtable",
+    "run_dirs": "rlrun.jobtable",
+    "BOOTSTRAP_REPS": "rlrun.report.aggregate",
+    "improvement_probability": "rlrun.report.aggregate",
+    "improvement_table": "rlrun.report.aggregate",
+    "iqm_ci": "rlrun.report.aggregate",
+    "left_out": "rlrun.report.aggregate",
+    "score_column": "rlrun.report.aggregate",
+    "summarize": "rlrun.report.aggregate",
+    "trimmed_mean": "rlrun.report.aggregate",
+    "CURVE_BOOTSTRAP_REPS": "rlrun.report.plots",
+    "plot_curves": "rlrun.report.plots",
+    "plot_profile": "rlrun.report.plots",
+    "MIN_SEEDS": "rlrun.report.tables",
+    "markdown_table": "rlrun.report.tables",
+    "write_report": "rlrun.report.tables",
+}
+
+
+class ReportExtraMissing(ImportError):
+    """The report extra is not installed."""
+
+
+def require_report_extra() -> None:
+    """Raise `ReportExtraMissing` with the line to install what is missing."""
+    missing = [m for m in REPORT_EXTRA if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ReportExtraMissing(
+            f'the sweep report needs the report extra: pip install "rlrun[report]" (or -e ".[report]" in a '
+            f"clone; the sweep extra includes it): {', '.join(missing)} missing"
+        )
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _API:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    require_report_extra()
+    return getattr(importlib.import_module(_API[name]), name)
+
 
 __all__ = [
     "BOOTSTRAP_REPS",
@@ -84,4 +142,11 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if not args.sweep_dir.is_dir():
         p.error(f"{args.sweep_dir} is not a directory")
+    try:
+        require_report_extra()
+    except ReportExtraMissing as e:
+        print(f"rlrun.report: {e}", file=sys.stderr)
+        sys.exit(2)
+    from rlrun.report.tables import write_report
+
     print(write_report(args.sweep_dir))

@@ -3,6 +3,8 @@
 configs (a new config group) is shipped without editing pyproject.toml."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,10 @@ def test_the_wheel_holds_every_config_and_both_launchers(tmp_path):
     for launcher in ("rlrun_batched_launcher/batched_launcher.py", "rlrun_ray_launcher/ray_launcher.py"):
         assert f"hydra_plugins/{launcher}" in names
     assert "rlrun/report/__main__.py" in names and not any(n.startswith(("tests/", "scripts/")) for n in names)
+
+
+def test_a_single_run_imports_none_of_the_report_extra():
+    modules = "rlrun.cli, rlrun.run, rlrun.build, rlrun.loop, rlrun.callbacks"
+    code = f"import sys, {modules}; print(sorted(set(sys.modules) & {{'pandas', 'scipy', 'rliable', 'tabulate'}}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -105,3 +105,36 @@ def test_one_configuration_without_evaluations(tmp_path):
     assert "1 configuration;" in text and "fewer than 5 seeds" not in text
     assert "not evaluated" in text and "22.0 [" in text
     assert "Probability of improvement" not in text and not re.search(r"\bnan\b", text, re.IGNORECASE)
+
+
+def without(monkeypatch, package):
+    """As if `package` were not installed (for rlrun.report's check of its extra)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == package else real(name, *a))
+
+
+def test_the_report_without_its_extra_says_how_to_install_it(monkeypatch, tmp_path, capsys):
+    import rlrun.report
+
+    without(monkeypatch, "rliable")
+    with pytest.raises(SystemExit) as exit_:
+        rlrun.report.main([str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1
+    assert 'pip install "rlrun[report]"' in err and "rliable missing" in err
+    with pytest.raises(ImportError, match=r"rlrun\[report\]"):
+        rlrun.report.write_report  # noqa: B018 (the API says the same)
+
+
+def test_a_sweep_without_the_report_extra_ends_with_one_line_saying_so(monkeypatch, tmp_path, caplog):
+    from omegaconf import OmegaConf
+
+    from rlrun.callbacks import ReportCallback
+
+    without(monkeypatch, "scipy")
+    ReportCallback().on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}}))
+    (line,) = caplog.messages
+    assert line.startswith("no sweep report: the sweep report needs the report extra") and "scipy missing" in line
+    assert not list(tmp_path.iterdir())
