@@ -1,6 +1,8 @@
 """Where the batched launcher's groups run (`hydra.launcher.backend`), through each engine's own API.
 
-- `local`: in this process, or `n_jobs` spawned processes at a time (concurrent.futures).
+- `local`: in this process, or with `n_jobs` > 1 each group in a spawned process of its own, `n_jobs` at a
+  time (concurrent.futures: one single-worker process pool per group, so a group whose process dies breaks
+  only its own pool; in one shared pool it would break every group still running or waiting).
 - `submitit`: one submitit job per group, submitted as one array (`executor.map_array`): on this machine
   (`submitit.executor=local`, each group a process) or on Slurm (`slurm`: one sbatch array of G tasks).
 - `ray`: one `ray.remote` task per group, on the Ray that `ray.init` finds or starts with the same
@@ -29,12 +31,18 @@ Outcome = Any  # run_chunk's list of objectives, or the exception that lost the 
 def run_local(fn: Callable, work: Sequence[Work], n_jobs: int) -> list[Outcome]:
     if n_jobs == 1 or len(work) == 1:
         return [fn(*args) for args in work]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(n_jobs) as at_a_time:
+        return list(at_a_time.map(lambda args: _outcome(lambda: _in_own_process(fn, args)), work))
+
+
+def _in_own_process(fn: Callable, args: Work) -> Any:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(n_jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(fn, *args) for args in work]
-        return [_outcome(f.result) for f in futures]
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
 
 
 def _outcome(result: Callable[[], Any]) -> Outcome:

@@ -33,7 +33,12 @@ SWEEP = [
     "hydra.launcher.max_agents=2",  # 4 jobs -> 2 groups: jobs0-1, jobs2-3
 ]
 RAY = ["hydra.launcher.ray.address=local", "+hydra.launcher.ray.init.num_cpus=2"]
-BACKENDS = {"local": [], "submitit": ["hydra.launcher.backend=submitit"], "ray": ["hydra.launcher.backend=ray", *RAY]}
+BACKENDS = {
+    "local": [],
+    "local_processes": ["hydra.launcher.n_jobs=2"],  # a spawned process per group, two at a time
+    "submitit": ["hydra.launcher.backend=submitit"],
+    "ray": ["hydra.launcher.backend=ray", *RAY],
+}
 VOLATILE = ("wall_time_s", "sps", "logged_to")  # what differs between two runs of the same job
 
 
@@ -223,7 +228,7 @@ def volatile_free(summary):
 
 
 def needs(backend: str) -> None:
-    pytest.importorskip({"local": "hydra", "submitit": "submitit", "ray": "ray"}[backend])
+    pytest.importorskip({"submitit": "submitit", "ray": "ray"}.get(backend, "hydra"))
 
 
 @pytest.mark.slow
@@ -265,7 +270,7 @@ def holder(lock: Path) -> int | None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["submitit", "ray"])
+@pytest.mark.parametrize("backend", ["submitit", "ray", "local_processes"])
 def test_a_killed_group_fails_alone_and_the_resume_switch_completes_it(tmp_path, backend):
     needs(backend)
     longer = ["total_steps=3000", "checkpoint.every=1000"]
