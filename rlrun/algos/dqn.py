@@ -113,34 +113,20 @@ class TDLoss:
         return torch.stack([torch.rand(batch_shape[-1], n, generator=g, device=self.device) for g in generators])
 
 
-def dqn_learner(
-    online: Any,
-    optimizer: Any,
-    *,
-    double: bool = True,
-    loss: str = "mse",
-    kappa: float = 1.0,
-    iqn_taus: int = 8,
-    iqn_target_taus: int = 8,
-    noise_generator: Any = None,
-    **update: Any,
-) -> UpdateStep:
-    """A DQN learner from plain values: a target net copied from `online`, the TD loss module, and the
-    shared update step (`update`: rlrun.update.UpdateStep's keywords). Defaults are AlgoConfig's."""
+TD_KEYS = ("double", "loss", "kappa", "iqn_taus", "iqn_target_taus")  # TDLoss's settings, AlgoConfig's keys
+
+
+def dqn_learner(online: Any, optimizer: Any, *, noise_generator: Any = None, **settings: Any) -> UpdateStep:
+    """A DQN learner from plain values: a target net copied from `online`, the TD loss module (`settings`
+    named in TD_KEYS: TDLoss's keywords, defaults AlgoConfig's), and the shared update step (the other
+    `settings`: rlrun.update.UpdateStep's keywords)."""
     from rlrun.update import UpdateStep
 
     target = copy.deepcopy(online).requires_grad_(False)
     td = TDLoss(
-        online,
-        target,
-        double=double,
-        loss=loss,
-        kappa=kappa,
-        iqn_taus=iqn_taus,
-        iqn_target_taus=iqn_target_taus,
-        noise_generator=noise_generator,
+        online, target, noise_generator=noise_generator, **{k: settings.pop(k) for k in TD_KEYS if k in settings}
     )
-    return UpdateStep(online, optimizer, td, target=target, noise_generator=noise_generator, **update)
+    return UpdateStep(online, optimizer, td, target=target, noise_generator=noise_generator, **settings)
 
 
 def update_settings(cfg: DictConfig, generators: list, per_agent: PerAgent, target: bool = True) -> dict[str, Any]:
@@ -160,17 +146,8 @@ def update_settings(cfg: DictConfig, generators: list, per_agent: PerAgent, targ
 
 
 def make_learner(cfg: DictConfig, online: Any, optimizer: Any, generators: list, per_agent: PerAgent) -> UpdateStep:
-    a = cfg.algo
-    return dqn_learner(
-        online,
-        optimizer,
-        double=a.double,
-        loss=a.loss,
-        kappa=a.kappa,
-        iqn_taus=a.iqn_taus,
-        iqn_target_taus=a.iqn_target_taus,
-        **update_settings(cfg, generators, per_agent),
-    )
+    td = {k: cfg.algo[k] for k in TD_KEYS}
+    return dqn_learner(online, optimizer, **td, **update_settings(cfg, generators, per_agent))
 
 
 def require_scalar_head(cfg: DictConfig, algo: str, noisy: bool = True) -> None:

@@ -137,16 +137,8 @@ def mdqn_learner(
 
 
 def make_learner(cfg: DictConfig, online: Any, optimizer: Any, generators: list, per_agent: PerAgent) -> UpdateStep:
-    a = cfg.algo
-    return mdqn_learner(
-        online,
-        optimizer,
-        loss=a.loss,
-        munchausen_alpha=a.munchausen_alpha,
-        temperature=a.temperature,
-        l0=a.l0,
-        **dqn.update_settings(cfg, generators, per_agent),
-    )
+    loss = {k: cfg.algo[k] for k in ("loss", "munchausen_alpha", "temperature", "l0")}  # MunchausenLoss's
+    return mdqn_learner(online, optimizer, **loss, **dqn.update_settings(cfg, generators, per_agent))
 
 
 def check_mdqn(cfg: DictConfig) -> None:
