@@ -153,7 +153,7 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
     try:
         with rundir.owned(where):  # a live earlier attempt (a lost node's) is refused here, untouched
             if finished(dirs):
-                return [objective(d) for d in dirs]
+                return [objective(d, c.objective) for d, c in zip(dirs, configs)]
             state = continue_earlier_attempt(where, dirs)
             if state is not None:
                 from rlrun import saved
@@ -172,13 +172,13 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
         for d in dirs:
             jobs.record_failure(d, e)
         return [None] * len(configs)
-    return [objective(d) for d in dirs]
+    return [objective(d, c.objective) for d, c in zip(dirs, configs)]
 
 
-def objective(job_dir: Path) -> float | None:
+def objective(job_dir: Path, kind: str = run_summary.TRAIN) -> float | None:
     """What the job's task function returns to sweepers (rlrun.summary.objective); None without a summary."""
     done = (Path(job_dir) / run_summary.FILE).exists()
-    return run_summary.objective(run_summary.read(job_dir) if done else None)
+    return run_summary.objective(run_summary.read(job_dir) if done else None, kind)
 
 
 def lost(job_dir: Path) -> bool:

@@ -36,7 +36,8 @@ from rlrun.jobs import EXIT_CONFIG, EXIT_OS, fail, run_job
 
 @hydra.main(version_base="1.3", config_path=APP_CONFIG_PATH, config_name=APP_CONFIG_NAME)
 def hydra_main(cfg: DictConfig) -> float | None:
-    """Returns the objective that sweepers (Optuna) optimise: the final 100-episode mean training return."""
+    """Returns the objective that sweepers (Optuna) optimise: the final 100-episode mean training return, or
+    what the config's `objective` names (rlrun.summary.objective)."""
     from rlrun.resume import load_resume
     from rlrun.run import train
     from rlrun.summary import objective
@@ -51,7 +52,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
             return train(resumed, run_dir, state)
         return train(cfg, out_dir)
 
-    return objective(run_job(job, out_dir, sweep_job))
+    return objective(run_job(job, out_dir, sweep_job), cfg.objective)
 
 
 def main() -> None:

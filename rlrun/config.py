@@ -225,6 +225,9 @@ class RunConfig:
     agents: list[Any] = field(default_factory=list)
     total_steps: int = 100_000  # env steps per agent
     stop_on_solve: bool = False  # stop once the 100-episode mean reaches env.reward_threshold
+    # What a sweep job returns to its sweeper (Optuna): final_mean_return_100 (the agents' mean of it), or
+    # robust (for tuning over many seeds, `seeds=K`: rlrun.summary.robust_score).
+    objective: str = "final_mean_return_100"
 
 
 def _run_part(overrides: Any) -> str:

@@ -37,12 +37,12 @@ from rlrun.run import train
 
 USAGE = (
     "usage: python -m rlrun.resume <run dir> [overrides]\n"
-    "  overrides may set total_steps, stop_on_solve, log.*, eval.*, checkpoint.*, device.*, logger.*\n"
+    "  overrides may set total_steps, stop_on_solve, objective, log.*, eval.*, checkpoint.*, device.*, logger.*\n"
     "  (the saved logger.* locations are not used), and repeat the saved env.id"
 )
 
 # Keys a resumed run may change: they do not change the experiment, only its length and reporting.
-RESUME_SAFE = ("total_steps", "stop_on_solve", "log", "eval", "checkpoint", "device", "logger", "resume")
+RESUME_SAFE = ("total_steps", "stop_on_solve", "objective", "log", "eval", "checkpoint", "device", "logger", "resume")
 # The options of the logger group (conf/logger/): the only names a resume takes from a checkpoint's logger node.
 LOGGER_OPTIONS = ("tensorboard", "csv", "mlflow", "wandb")
 

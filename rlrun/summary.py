@@ -112,9 +112,45 @@ def of_failure(error: str) -> Summary:
     return {"status": "failed", "error": error}
 
 
-def objective(summary: Mapping[str, Any] | None) -> float | None:
-    """What a job returns to sweepers (Optuna): its final 100-episode mean training return; None if it failed."""
-    return None if summary is None or summary.get("status") == "failed" else summary.get(TRAIN)
+def objective(summary: Mapping[str, Any] | None, kind: str = TRAIN) -> float | None:
+    """What a job returns to sweepers (Optuna), as the config's `objective` says (`OBJECTIVES`): its final
+    100-episode mean training return (a batched run's: its agents' mean), or `robust_score`; None if it
+    failed."""
+    if summary is None or summary.get("status") == "failed":
+        return None
+    return robust_score(summary) if kind == "robust" else summary.get(TRAIN)
+
+
+def robust_score(summary: Mapping[str, Any]) -> float | None:
+    """A score for tuning a preset on many seeds at once (`seeds=K objective=robust`), rewarding the worst
+    seeds rather than the lucky ones: the fraction of agents that solved and held it (the 100-episode mean
+    reached the threshold, and the final 100-episode mean and the last greedy evaluation, where there is
+    one, are still at it), plus a tie-break worth less than one agent: (1 - q80 / budget) / (K + 1), q80
+    being the 80th percentile of the agents' steps to the threshold (an agent that never reached it counts
+    the whole budget). In [0, 1 + 1/(K+1)); None without a threshold."""
+    import numpy as np
+
+    agents = list(summary.get("agents", {}).values()) or [summary]
+    budget = summary.get("env_steps_per_agent") or summary.get("env_steps")
+    threshold = agents[0].get("reward_threshold")
+    if threshold is None or not budget:
+        return None
+
+    def held(a: Mapping[str, Any]) -> bool:
+        final, last_eval = a.get(TRAIN), a.get(EVAL)
+        return (
+            a.get("solved_step") is not None
+            and final is not None
+            and final >= threshold
+            and (last_eval is None or last_eval >= threshold)
+        )
+
+    steps = [a["solved_step"] if a.get("solved_step") is not None else budget for a in agents]
+    q80 = float(np.percentile(steps, 80))
+    return sum(map(held, agents)) / len(agents) + (1.0 - q80 / budget) / (len(agents) + 1)
+
+
+OBJECTIVES = (TRAIN, "robust")  # the config's `objective`
 
 
 def write(run_dir: Path, summary: Summary) -> None:

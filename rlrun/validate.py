@@ -15,6 +15,7 @@ from rlrun.algos import ALGORITHMS, algo_kind, algorithm
 from rlrun.checks import cfg_get, check, in_range, one_of, positive
 from rlrun.config import GROUP_TARGETS, DeviceConfig, EnvConfig, RunConfig
 from rlrun.errors import ConfigError, UnknownKeyError
+from rlrun.summary import OBJECTIVES
 
 
 def check_schema(cfg: Any) -> None:
@@ -204,6 +205,7 @@ def _run(cfg: DictConfig) -> None:
     in_range(cfg, "log.progress_interval", 0.0, math.inf, hi_open=True)
     _validate_logger(cfg)
     positive(cfg, "total_steps")
+    one_of(cfg, "objective", list(OBJECTIVES))
     in_range(cfg, "seed", 0, 2**32 - 1)
     positive(cfg, "seeds")
     if cfg.seeds > 1:

@@ -162,7 +162,8 @@ class BatchedLauncher(Launcher):
                 shown = " ".join(filter_overrides(job_overrides[i]))
                 log.info(f"\t#{i + initial_job_idx} : {shown} [{group_dir.name}{', finished' if done else ''}]")
                 callbacks.on_job_start(config=prepared[i][0], task_function=self.task_function)
-            results.append([batching.objective(Path(d)) for d in dirs] if done else None)
+            kinds = [prepared[i][0].objective for i in chunk]
+            results.append([batching.objective(Path(d), k) for d, k in zip(dirs, kinds)] if done else None)
             if not done:
                 work.append(([plain[i] for i in chunk], dirs, str(group_dir.absolute())))
         ran = iter(self._run(work, [w[0][0]["device"]["type"] == "cuda" for w in work], sweep_dir))

@@ -53,6 +53,8 @@ READ_OUTSIDE_TRAIN = {
     "resume": "read by the command line (rlrun.cli, rlrun.preflight), which hands train() the loaded checkpoint",
     "network._target_": "for hydra.utils.instantiate (tests, notebooks); validate checks that it names QNetwork, "
     "which build makes directly",
+    "objective": "read by the sweep's task function (rlrun.cli.hydra_main, rlrun.batching.run_chunk) from the "
+    "summary train() returns",
     "optimizer._partial_": "for hydra.utils.instantiate (the optimizer needs the parameters); build calls the class "
     "that optimizer._target_ names",
 }

@@ -120,6 +120,27 @@ def test_optuna_preset_runs_trials_and_returns_the_objective(tmp_path):
     assert "setup plugin alembic" not in proc.stdout + proc.stderr  # Optuna's alembic import is quiet
 
 
+def test_the_robust_search_scores_each_trial_over_its_seeds(tmp_path):
+    from rlrun import summary
+
+    args = ["+hparams_search=robust", "hydra.sweeper.n_trials=2", "seeds=2", "total_steps=1200", "eval.interval=600"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlrun.train", *args, "algo.learning_starts=200", f"hydra.sweep.dir={tmp_path}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = [json.loads(p.read_text()) for p in sorted(tmp_path.rglob("summary.json"))]
+    trials = [j for j in jobs if "agents" in j]  # the agents' own summary.json files have none
+    assert len(trials) == 2 and all(sorted(t["agents"]) == ["1000", "1001"] for t in trials)
+    scores = [summary.robust_score(t) for t in trials]
+    assert all(0 <= s < 0.5 for s in scores)  # 1,200 steps: no seed solves; the tie-break alone
+    best = float((tmp_path / "optimization_results.yaml").read_text().split("best_value:")[1].split()[0])
+    assert best == pytest.approx(max(scores))
+
+
 @pytest.mark.slow  # a sweep and a notebook kernel: ~14 s on one core
 def test_notebook_plots_a_sweep(tmp_path):
     nbformat = pytest.importorskip("nbformat")

@@ -172,3 +172,30 @@ def test_non_finite_scores_and_a_missing_status_are_read_not_refused(tmp_path):
     (tmp_path / "summary.json").write_text('{"final_eval_return": NaN, "wall_time_s": 1}')
     read = summary.read(tmp_path)
     assert read["final_eval_return"] != read["final_eval_return"] and "status" not in read
+
+
+def agent(solved_step, final, last_eval=500.0):
+    return {"solved_step": solved_step, "final_mean_return_100": final, "final_eval_return": last_eval,
+            "reward_threshold": 475.0}  # fmt: skip
+
+
+def test_the_robust_objective_counts_seeds_that_solved_and_held_then_the_80th_percentile():
+    agents = {
+        "1000": agent(40_000, 490.0),
+        "1001": agent(60_000, 480.0),
+        "1002": agent(50_000, 470.0),  # solved, fell back below 475: not held
+        "1003": agent(30_000, 500.0, last_eval=200.0),  # its last greedy evaluation fell back: not held
+        "1004": agent(None, 300.0),  # never solved: counts the whole budget
+    }
+    batched = {"status": "finished", "env_steps_per_agent": 100_000, "agents": agents}
+    # 2 of 5 held; steps 30k, 40k, 50k, 60k, 100k: numpy's 80th percentile 0.8 * 4 = 3.2 -> 60k + 0.2 * 40k = 68k
+    assert summary.robust_score(batched) == pytest.approx(2 / 5 + (1 - 68_000 / 100_000) / 6)
+    assert summary.objective(batched, "robust") == summary.robust_score(batched)
+    # one more seed held always outweighs any speed: 3/5 with the whole budget beats 2/5 solved at step 0
+    assert 3 / 5 + 0 > 2 / 5 + (1 - 0) / 6
+    # a single run is K = 1; no threshold, or a failed job: nothing to score
+    single = {"status": "finished", "env_steps": 100_000, **agent(50_000, 480.0)}
+    assert summary.objective(single, "robust") == pytest.approx(1 + 0.5 / 2)
+    assert summary.robust_score({**single, "reward_threshold": None}) is None
+    assert summary.objective({"status": "failed", "error": "x"}, "robust") is None
+    assert summary.objective(batched) is None  # the default: final_mean_return_100, which this one lacks
