@@ -11,6 +11,8 @@
     python scripts/bench.py seeds --seeds 8 --steps 20000     # seeds=K in one process vs one single-seed run
     python scripts/bench.py sweep                             # 4-job sweep: joblib with 2 workers vs serial
     python scripts/bench.py launchers --reps 2                # 20-job sweep: batched launcher vs joblib, 2 at a time
+    python scripts/bench.py backends --reps 3                 # 40-job sweep: batched local / submitit vs joblib
+    python scripts/bench.py backends --identical              # the same sweep on each backend: same episodes?
     python scripts/bench.py threads                           # env steps/s with 1 torch thread vs torch's default
     python scripts/bench.py atari --envs 8 [--base REV]        # Atari env steps/s: ale-py's vector env vs gymnasium's
 
@@ -35,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, next to this script
 
 from benchlib.atari import atari  # noqa: E402
+from benchlib.backends import backends  # noqa: E402
 from benchlib.parts import envs, memory, per, switches  # noqa: E402
 from benchlib.runs import (  # noqa: E402
     COMPARE_DEFAULTS,
@@ -137,6 +140,9 @@ def main() -> None:
     sp = command("launchers", launchers, "20-job lr x seed sweep: batched launcher vs joblib", reps=3)
     sp.add_argument("--steps", type=int, default=100_000, help="env steps per job (default 100000)")
     sp.add_argument("--n-jobs", dest="n_jobs", type=int, default=2, help="processes at a time (default 2)")
+    sp = command("backends", backends, "40-job sweep: the batched launcher's backends vs joblib", reps=3)
+    sp.add_argument("--steps", type=int, default=20_000, help="env steps per job (default 20000)")
+    sp.add_argument("--identical", action="store_true", help="compare each backend's episodes.csv and report")
     sp = command(
         "threads", threads, "loop env steps/s with one torch thread vs torch's default count", reps=3, overrides=True
     )
