@@ -177,7 +177,11 @@ class Population:
         self.failed[k] = message
         with rundir.open_atomic(self.dir(k) / "model.pt") as f:
             torch.save(state["online"], f)
-        self.failed_summaries[k] = self.loggers[k].close(step, "failed", {"error": message})
+        self.failed_summaries[k] = self.loggers[k].close(step, "failed", {"error": message, **self.shared()})
+
+    def shared(self) -> dict[str, int]:
+        """In each agent's summary of a batched run: how many agents shared the process (and its wall time)."""
+        return {"process_agents": self.agents} if self.agents > 1 else {}
 
     def finish(
         self, step: int, status: str, online: Any, extra: dict[str, Any], plot_title: str | None
@@ -192,7 +196,7 @@ class Population:
             state = online.state_dict() if self.agents == 1 else online.agent_state_dict(k)
             with rundir.open_atomic(self.dir(k) / "model.pt") as f:
                 torch.save(state, f)
-            summaries[k] = lg.close(step, status, extra)
+            summaries[k] = lg.close(step, status, {**extra, **self.shared()})
             if plot_title is not None:
                 lg.plot(f"{plot_title} {self.labels[k]}")
         if self.agents == 1:

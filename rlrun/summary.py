@@ -47,6 +47,7 @@ class Summary(_Status, total=False):
     gradient_updates: int
     device_max_memory_allocated_mb: float  # on CUDA only
     error: str  # a failed run or job: why
+    process_agents: int  # an agent of a batched run: the agents its process trained (its wall_time_s is theirs)
     logged_to: dict[str, Any]
     seeds: list[int]  # from here on: a batched run's (`of_agents`)
     env_steps_per_agent: int

@@ -110,6 +110,18 @@ def left_out(runs: pd.DataFrame) -> list[str]:
     return lines
 
 
+def job_wall_times(runs: pd.DataFrame) -> pd.Series:
+    """Each job's wall time: its run's, or for an agent of a batched process (`process_agents` K) its
+    process's divided by K, so that a batched sweep's jobs add up to its processes' time."""
+    shared = runs["process_agents"].fillna(1).astype(float) if "process_agents" in runs else 1.0
+    return runs["wall_time_s"] / shared
+
+
+def batched_jobs(runs: pd.DataFrame) -> int:
+    """How many of the finished jobs were agents of a batched process."""
+    return int((finished_runs(runs).get("process_agents", pd.Series(dtype=float)).fillna(1) > 1).sum())
+
+
 def summarize(runs: pd.DataFrame, reps: int = BOOTSTRAP_REPS) -> pd.DataFrame:
     """One row per configuration, over its finished seeds."""
     rows = []
@@ -127,7 +139,7 @@ def summarize(runs: pd.DataFrame, reps: int = BOOTSTRAP_REPS) -> pd.DataFrame:
                 "steps_to_threshold_median": float(np.median(solved)) if len(solved) else np.nan,
                 "solved_seeds": len(solved),
                 "solved": f"{len(solved)}/{len(g)}",
-                "wall_time_s_mean": float(g["wall_time_s"].mean()),
+                "wall_time_s_mean": float(job_wall_times(g).mean()),
             }
         )
         rows.append(row)

@@ -13,7 +13,14 @@ import yaml
 
 from rlrun import rundir
 from rlrun.jobtable import EVAL, EVAL_TAG, FINISHED, curves_of, load_sweep
-from rlrun.report.aggregate import BOOTSTRAP_REPS, finished_runs, improvement_table, left_out, summarize
+from rlrun.report.aggregate import (
+    BOOTSTRAP_REPS,
+    batched_jobs,
+    finished_runs,
+    improvement_table,
+    left_out,
+    summarize,
+)
 from rlrun.report.plots import plot_curves, plot_profile
 from rlrun.runnames import swept_in
 
@@ -137,6 +144,11 @@ def write_report(root: Path, reps: int = BOOTSTRAP_REPS) -> str:
             f"interval ({reps} resamples; rliable). Greedy eval: `final_eval_return`, the last greedy "
             "evaluation; training return: the mean of the last 100 training episodes (exploration included).",
         ]
+        if batched_jobs(runs):
+            lines[-1] += (
+                f" Wall time: {_plural(batched_jobs(runs), 'job')} trained as agents of batched processes; each is "
+                "given its process's training time divided by the agents the process trained (shared, not its own)."
+            )
         improvement = improvement_table(runs, table, reps // 2)
         if not improvement.empty:
             what = "greedy evaluation return" if improvement.score.iloc[0] == EVAL else "training return"

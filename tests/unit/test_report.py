@@ -52,7 +52,7 @@ def test_probability_of_improvement_counts_pairs_and_half_ties():
     assert improvement_probability(np.array([1.0, 2.0]), np.array([1.0, 2.0]), reps=100)[0] == 0.5
 
 
-def make_run(root, lr, seed, eval_return, train_return, solved_step):
+def make_run(root, lr, seed, eval_return, train_return, solved_step, **extra):
     run = root / f"optimizer.lr={lr}" / f"seed={seed}"
     (run / ".hydra").mkdir(parents=True)
     cfg = {"seed": seed, "optimizer": {"lr": lr}, "env": {"id": "CartPole-v1"}}
@@ -65,6 +65,7 @@ def make_run(root, lr, seed, eval_return, train_return, solved_step):
         "reward_threshold": 475.0,
         "solved_step": solved_step,
         "wall_time_s": 10.0,
+        **extra,
     }
     (run / "summary.json").write_text(json.dumps(summary))
 
@@ -105,6 +106,17 @@ def test_one_configuration_without_evaluations(tmp_path):
     assert "1 configuration;" in text and "fewer than 5 seeds" not in text
     assert "not evaluated" in text and "22.0 [" in text
     assert "Probability of improvement" not in text and not re.search(r"\bnan\b", text, re.IGNORECASE)
+
+
+def test_a_batched_jobs_wall_time_is_its_share_of_the_process_and_says_so(tmp_path):
+    for seed in range(5):  # lr=0.001: agents of a process of 5 (wall 10 s each: the process's); lr=0.01: alone
+        make_run(tmp_path, 0.001, seed, 100.0, 20.0, None, process_agents=5)
+        make_run(tmp_path, 0.01, seed, 100.0, 20.0, None)
+    text = write_report(tmp_path, reps=100)
+    table = pd.read_csv(tmp_path / "report.csv").set_index("configuration")
+    assert table.loc["optimizer.lr=0.001"].wall_time_s_mean == pytest.approx(2.0)
+    assert table.loc["optimizer.lr=0.01"].wall_time_s_mean == pytest.approx(10.0)
+    assert "Wall time: 5 jobs trained as agents of batched processes" in text
 
 
 def without(monkeypatch, package):
