@@ -83,21 +83,19 @@ def swept_in(overrides: Iterable[str]) -> set[str]:
 
 
 def swept_keys(sweep_dir: Path, sweeper_params: Any) -> set[str] | None:
-    """The keys the sweep varies: its command line's sweeps (read from multirun.yaml) and its sweeper's
-    params; None where neither is known."""
-    found: set[str] = set()
-    known = False
+    """The keys the sweep varies: its command line's sweeps (read from multirun.yaml, which Hydra's basic
+    sweeper writes) and its sweeper's params; None where the command line is unknown. A sweeper that writes
+    no multirun.yaml (Optuna) also samples the sweeps given on the command line, which its params do not
+    list: naming its jobs after the params alone gave two trials that differ only there one directory."""
+    try:
+        saved = yaml.safe_load((Path(sweep_dir) / "multirun.yaml").read_text())
+        found = swept_in(saved["hydra"]["overrides"]["task"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return None
     params: Any = OmegaConf.to_container(sweeper_params) if OmegaConf.is_config(sweeper_params) else sweeper_params
     if isinstance(params, dict) and params:
         found |= swept_in(f"{k!s}={v!s}" for k, v in params.items())
-        known = True
-    try:
-        saved = yaml.safe_load((Path(sweep_dir) / "multirun.yaml").read_text())
-        found |= swept_in(saved["hydra"]["overrides"]["task"])
-        known = True
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
-        pass
-    return found if known else None
+    return found
 
 
 def job_subdir(root: Any) -> str:

@@ -72,8 +72,13 @@ def test_a_sweep_job_is_named_after_the_swept_keys_only(tmp_path):
     assert job_subdir(root) == "optimizer.lr=0.001/seed=2/total_steps=1600"  # `-m` without a sweep: one job
     (tmp_path / "multirun.yaml").unlink()  # sweep unknown (no multirun.yaml): every override but the quiet keys
     assert job_subdir(root) == "optimizer.lr=0.001/seed=2/total_steps=1600"
-    root.hydra.sweeper = {"params": {"optimizer.lr": "tag(log, interval(1e-4, 1e-2))"}}  # an Optuna search space
-    assert job_subdir(root) == "optimizer.lr=0.001"
+    # Optuna writes no multirun.yaml and samples command-line sweeps its params do not list (seed here): its
+    # jobs are named after every override but the quiet keys (after its params alone, trials differing only
+    # in seed shared one directory)
+    root.hydra.sweeper = {"params": {"optimizer.lr": "tag(log, interval(1e-4, 1e-2))"}}
+    assert job_subdir(root) == "optimizer.lr=0.001/seed=2/total_steps=1600"
+    root.hydra.overrides.task = ["optimizer.lr=0.001", "total_steps=1600", "seed=1", "log.interval=10"]
+    assert job_subdir(root) == "optimizer.lr=0.001/seed=1/total_steps=1600"
 
 
 def test_a_sweep_with_csv_logging_gets_its_swept_dirs_and_curves(tmp_path):
