@@ -17,9 +17,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from statistics import median
 
-from benchlib.common import alternate, each, pinning, report
+from benchlib.common import alternate, pinning, ratio_rows, report
 from benchlib.runs import timed_sweep
 
 LRS, SEEDS, GROUP = "optimizer.lr=3e-4,1e-3,2e-3,5e-3", "seed=0,1,2,3,4,5,6,7,8,9", "hydra.launcher.max_agents=10"
@@ -38,8 +37,7 @@ def backends(args) -> None:
         identical(jobs)
         return
     times = alternate({name: timed_sweep([*jobs, *extra]) for name, extra in CONTESTANTS.items()}, args.reps)
-    joblib = median(times["joblib, n_jobs=2"])
-    rows = [[name, f"{median(t):.1f}", f"{median(t) / joblib:.2f}", each(t)] for name, t in times.items()]
+    rows = ratio_rows(times, "joblib, n_jobs=2")
     report(
         f"backends: 40-job lr x seed sweep of {args.steps:,} env steps per job, groups of up to 10 agents",
         ["launcher", "median wall s", "/ joblib", "wall s, each round"],

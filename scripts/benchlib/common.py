@@ -8,6 +8,7 @@ import os
 import platform
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -138,6 +139,14 @@ def report(
     for note in notes:
         print(note)
     sys.stdout.flush()
+
+
+def ratio_rows(times: dict[str, list[float]], base: str) -> list[list[str]]:
+    """Per contestant: its median, that median over `base`'s, and each value (a table's rows)."""
+    ref = statistics.median(times[base])
+    return [
+        [name, f"{statistics.median(v):.1f}", f"{statistics.median(v) / ref:.2f}", each(v)] for name, v in times.items()
+    ]
 
 
 def each(values: Sequence[float], fmt: str = ".1f") -> str:

@@ -23,6 +23,7 @@ from benchlib.common import (
     each,
     merged,
     pinning,
+    ratio_rows,
     report,
     run_processes,
     train_cmd,
@@ -306,8 +307,7 @@ def seeds(args) -> None:
                 run_processes([command(f"{tmp}/{next(n)}", seed=i) for i in range(k)]).wall
             )
         times = alternate(contestants, args.reps)
-    single = median(times["single"])
-    rows = [[name, f"{median(v):.1f}", f"{median(v) / single:.2f}", each(v)] for name, v in times.items()]
+    rows = ratio_rows(times, "single")
     report(
         f"seeds: seeds={k} in one process vs one seed ({args.steps} env steps per agent, {args.device})",
         ["contestant", "median wall s", "ratio to single", "wall s, each run"],
