@@ -15,11 +15,10 @@ class ReportCallback(Callback):
     """Writes and prints the sweep report (rlrun.report) when a multirun ends."""
 
     def on_multirun_end(self, config, **kwargs: Any) -> None:
-        from rlrun.report import ReportExtraMissing, require_report_extra
+        from rlrun.report import ReportExtraMissing
 
         try:
-            require_report_extra()
-            from rlrun.report.tables import write_report
+            from rlrun.report import write_report  # ReportExtraMissing without the report extra
 
             print(write_report(Path(config.hydra.sweep.dir)))
         except ReportExtraMissing as e:  # the sweep itself finished

@@ -54,33 +54,15 @@ if TYPE_CHECKING:
     from rlrun.report.tables import MIN_SEEDS, markdown_table, write_report
 
 REPORT_EXTRA = ("pandas", "scipy", "rliable", "tabulate")  # the report extra's packages (pyproject.toml)
-_API = {
-    "CURVE_TAG": "rlrun.jobtable",
-    "EVAL": "rlrun.jobtable",
-    "FINISHED": "rlrun.jobtable",
-    "TRAIN": "rlrun.jobtable",
-    "curves_of": "rlrun.jobtable",
-    "load_curve": "rlrun.jobtable",
-    "load_curves": "rlrun.jobtable",
-    "load_run": "rlrun.jobtable",
-    "load_sweep": "rlrun.jobtable",
-    "quiet": "rlrun.jobtable",
-    "run_dirs": "rlrun.jobtable",
-    "BOOTSTRAP_REPS": "rlrun.report.aggregate",
-    "improvement_probability": "rlrun.report.aggregate",
-    "improvement_table": "rlrun.report.aggregate",
-    "iqm_ci": "rlrun.report.aggregate",
-    "left_out": "rlrun.report.aggregate",
-    "score_column": "rlrun.report.aggregate",
-    "summarize": "rlrun.report.aggregate",
-    "trimmed_mean": "rlrun.report.aggregate",
-    "CURVE_BOOTSTRAP_REPS": "rlrun.report.plots",
-    "plot_curves": "rlrun.report.plots",
-    "plot_profile": "rlrun.report.plots",
-    "MIN_SEEDS": "rlrun.report.tables",
-    "markdown_table": "rlrun.report.tables",
-    "write_report": "rlrun.report.tables",
-}
+_API_BY_MODULE = {  # the package's API, by the module that defines it (imported on first use)
+    "rlrun.jobtable": ("CURVE_TAG", "EVAL", "FINISHED", "TRAIN", "curves_of", "load_curve", "load_curves", "load_run",
+                       "load_sweep", "quiet", "run_dirs"),
+    "rlrun.report.aggregate": ("BOOTSTRAP_REPS", "improvement_probability", "improvement_table", "iqm_ci",
+                               "left_out", "score_column", "summarize", "trimmed_mean"),
+    "rlrun.report.plots": ("CURVE_BOOTSTRAP_REPS", "plot_curves", "plot_profile"),
+    "rlrun.report.tables": ("MIN_SEEDS", "markdown_table", "write_report"),
+}  # fmt: skip
+_API = {name: module for module, names in _API_BY_MODULE.items() for name in names}
 
 
 class ReportExtraMissing(ImportError):
@@ -143,10 +125,8 @@ def main(argv: list[str] | None = None) -> None:
     if not args.sweep_dir.is_dir():
         p.error(f"{args.sweep_dir} is not a directory")
     try:
-        require_report_extra()
+        write_report = __getattr__("write_report")  # the report extra's, or ReportExtraMissing
     except ReportExtraMissing as e:
         print(f"rlrun.report: {e}", file=sys.stderr)
         sys.exit(2)
-    from rlrun.report.tables import write_report
-
     print(write_report(args.sweep_dir))

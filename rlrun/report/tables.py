@@ -144,9 +144,9 @@ def write_report(root: Path, reps: int = BOOTSTRAP_REPS) -> str:
             f"interval ({reps} resamples; rliable). Greedy eval: `final_eval_return`, the last greedy "
             "evaluation; training return: the mean of the last 100 training episodes (exploration included).",
         ]
-        if batched_jobs(runs):
+        if shared := batched_jobs(runs):
             lines[-1] += (
-                f" Wall time: {_plural(batched_jobs(runs), 'job')} trained as agents of batched processes; each is "
+                f" Wall time: {_plural(shared, 'job')} trained as agents of batched processes; each is "
                 "given its process's training time divided by the agents the process trained (shared, not its own)."
             )
         improvement = improvement_table(runs, table, reps // 2)
