@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.sweep_dir.is_dir():
         p.error(f"{args.sweep_dir} is not a directory")
     try:
-        write_report = __getattr__("write_report")  # the report extra's, or ReportExtraMissing
+        from rlrun.report import write_report  # as any user imports it: ReportExtraMissing without the extra
     except ReportExtraMissing as e:
         print(f"rlrun.report: {e}", file=sys.stderr)
         sys.exit(2)
