@@ -300,3 +300,20 @@ def test_pixels_need_the_cnn_and_the_cnn_needs_pixels(compose):
     validate(compose("env=atari"))  # env=atari brings the Nature CNN
     with pytest.raises(ConfigError, match="env.frame_stack=0"):
         validate(compose("network=cnn"))
+
+
+@pytest.mark.parametrize(
+    "network,expected",
+    [
+        ("qrdqn", {"optimizer.lr": 3e-3, "algo.train_freq": 8, "algo.tau": 0.05}),
+        ("iqn", {"optimizer.lr": 3e-3, "algo.train_freq": 8, "algo.tau": 0.1}),
+        ("noisy", {"optimizer.lr": 2.5e-3, "algo.train_freq": 4, "algo.tau": 0.02}),
+    ],
+)
+def test_cartpole_settings_per_network_apply_with_cartpole_only(compose, network, expected):
+    """conf/env_network/cartpole_<network>.yaml: the tuned CartPole settings, and nothing of them elsewhere."""
+    on_cartpole = compose(f"network={network}")
+    assert {key: OmegaConf.select(on_cartpole, key) for key in expected} == expected
+    on_acrobot = compose("env=acrobot", f"network={network}")
+    assert OmegaConf.select(on_acrobot, "algo.tau") == OmegaConf.select(compose("env=acrobot"), "algo.tau")
+    assert OmegaConf.select(on_acrobot, "optimizer.lr") == OmegaConf.select(compose("env=acrobot"), "optimizer.lr")
