@@ -8,7 +8,9 @@ S..S+N-1, batched: rlrun.population), then per preset the figures docs/algorithm
 Per preset: seeds whose 100-episode training mean reached the env's threshold within the budget (n/N), the
 median and the worst step at which they did, how many of those held it (final 100-episode mean still at the
 threshold and the last greedy evaluation at the env's maximum, 500 on CartPole), and the median first step
-at which the greedy evaluation (`eval.interval` 10k steps by default, 5 episodes) reached the threshold.
+at which the greedy evaluation (`eval.interval` 10k steps by default, 5 episodes) reached the threshold, and
+how many of each seed's last 100 training episodes ended below the threshold, summed over the seeds (a seed
+that collapses mid-run and recovers shows there, where the solved and held counts only see its end).
 A Markdown table under the date, the hardware and the command.
 """
 
@@ -58,6 +60,13 @@ def first_eval_at(agent_dir: Path, threshold: float) -> int | None:
     return None
 
 
+def late_misses(agent_dir: Path, threshold: float, last: int = 100) -> int:
+    """How many of the agent's last `last` training episodes returned less than `threshold`."""
+    with open(agent_dir / "scalars.csv") as f:
+        returns = [float(r["value"]) for r in csv.DictReader(f) if r["tag"] == "charts/episodic_return"]
+    return sum(r < threshold for r in returns[-last:])
+
+
 def figures(name: str, summary: dict, root: Path, wall: float) -> list[str]:
     agents = summary["agents"]
     threshold = next(iter(agents.values()))["reward_threshold"]
@@ -69,6 +78,7 @@ def figures(name: str, summary: dict, root: Path, wall: float) -> list[str]:
     ]
     evals = [first_eval_at(root / name / f"seed={s}", threshold) for s in agents]
     reached = [e for e in evals if e is not None]
+    misses = sum(late_misses(root / name / f"seed={s}", threshold) for s in agents)
     not_held = {
         s: (agents[s]["final_mean_return_100"], agents[s]["final_eval_return"]) for s in solved if s not in held
     }
@@ -79,6 +89,7 @@ def figures(name: str, summary: dict, root: Path, wall: float) -> list[str]:
         f"{max(solved.values()):,}" if solved else "-",
         f"{len(held)}/{len(solved)}" + (f" (not: {not_held})" if not_held else ""),
         f"{median(reached):,.0f} ({len(reached)}/{len(agents)})" if reached else "-",
+        f"{misses}",
         f"{wall:.0f} s",
     ]
 
@@ -99,7 +110,16 @@ def main() -> None:
             print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     report(
         f"presets on seeds {args.first}-{args.first + args.seeds - 1} (seeds={args.seeds} in one process)",
-        ["preset", "solved", "median step", "worst step", "held", "greedy eval >= threshold: median step", "wall"],
+        [
+            "preset",
+            "solved",
+            "median step",
+            "worst step",
+            "held",
+            "greedy eval >= threshold: median step",
+            "last 100 episodes below threshold (all seeds)",
+            "wall",
+        ],
         rows,
         ["budget: 100k env steps per seed (pqn: 500k); held: final 100-episode mean >= threshold, last eval 500"],
     )
