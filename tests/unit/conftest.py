@@ -4,14 +4,13 @@ process fails, naming what it did. Such a test belongs in tests/integration."""
 import multiprocessing
 import subprocess
 
-import matplotlib.font_manager  # noqa: F401  (see below)
-import pytest
-
-import rlrun.loop
-
 # matplotlib builds its font cache on its first import on a machine (a fresh CI runner, a new user's
 # checkout) by running `fc-list`: imported here, before the guard below, that library start-up is not
 # counted as a unit test starting a subprocess.
+import matplotlib.font_manager  # noqa: F401
+import pytest
+
+import rlrun.loop
 
 
 @pytest.fixture(autouse=True)
