@@ -305,7 +305,7 @@ def test_pixels_need_the_cnn_and_the_cnn_needs_pixels(compose):
 @pytest.mark.parametrize(
     "network,expected",
     [
-        ("qrdqn", {"optimizer.lr": 4e-3, "algo.train_freq": 8, "algo.tau": 0.05}),
+        ("qrdqn", {"optimizer.lr": 2.5e-3, "algo.train_freq": 4, "algo.tau": 0.05}),
         ("iqn", {"optimizer.lr": 3e-3, "algo.train_freq": 8, "algo.tau": 0.1}),
         ("noisy", {"optimizer.lr": 2.5e-3, "algo.train_freq": 4, "algo.tau": 0.02, "network.noisy_sigma0": 0.05}),
     ],
