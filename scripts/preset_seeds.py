@@ -4,6 +4,16 @@ S..S+N-1, batched: rlrun.population), then per preset the figures docs/algorithm
     python scripts/preset_seeds.py                                   # every preset, seeds 2000-2019
     python scripts/preset_seeds.py --presets default qrdqn --seeds 20 --first 2000
     python scripts/preset_seeds.py --keep outputs/presets            # keep the runs (else a temporary dir)
+    python scripts/preset_seeds.py --compare default default_pre_retune --seeds 100 --first 7000 --keep runs
+
+The confirmation step of the tuning recipe (docs/sweeps.md): `--compare INCUMBENT CANDIDATE` runs both on
+the same seeds (>= 100, never used to choose either) and compares them pairwise (scripts/benchlib/paired.py):
+solved counts with McNemar's exact test on the seeds only one of them solved, a paired-bootstrap interval of
+the difference in solve rates, and the steps-to-threshold quantiles. The candidate replaces the incumbent
+only when it solves significantly more seeds (p < 0.05); a tie keeps the incumbent. Settings to compare are
+the presets, their settings before the robustness retune (`<preset>_pre_retune`), or your own:
+`--define lr15='optimizer.lr=1.5e-3 algo.train_freq=8'`. With `--keep DIR`, a run already in DIR with the
+same overrides and seeds is reused, so a comparison can be re-read or extended without training again.
 
 Per preset: seeds whose 100-episode training mean reached the env's threshold within the budget (n/N), the
 median and the worst step at which they did, how many of those held it (final 100-episode mean still at the
@@ -19,6 +29,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -29,6 +40,7 @@ from statistics import median
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, next to this script
 
 from benchlib.common import report  # noqa: E402
+from benchlib.paired import Comparison, compare, quantile_step, rate_interval  # noqa: E402
 
 PRESETS = {
     "default": ([], 100_000),
@@ -38,17 +50,59 @@ PRESETS = {
     "rainbow": (["+experiment=rainbow"], 100_000),
     "pqn": (["+experiment=pqn_cartpole"], 500_000),
 }
+# Each retuned preset's settings before the robustness retune of 2026-12-02 (commit 6f4c82c and after), as
+# overrides of today's: what a retune has to beat in the paired check.
+PRE_RETUNE = {
+    "default_pre_retune": (
+        ["optimizer.lr=0.002", "algo.tau=0.1", "algo.lr_end_factor=0.1", "exploration.duration=10000"], 100_000),
+    "qrdqn_pre_retune": (
+        ["network=qrdqn", "optimizer.lr=0.003", "algo.train_freq=16", "exploration.duration=20000"], 100_000),
+    "iqn_pre_retune": (["network=iqn", "algo.train_freq=16"], 100_000),
+    "noisy_pre_retune": (
+        ["network=noisy", "network.dueling=false", "buffer=uniform", "network.noisy_sigma0=0.1", "optimizer.lr=0.002",
+         "algo.tau=0.1", "algo.lr_end_factor=0.1", "exploration.duration=10000"], 100_000),
+    "rainbow_pre_retune": (
+        ["+experiment=rainbow", "optimizer.lr=0.002", "algo.tau=0.1", "exploration.duration=10000"], 100_000),
+    "pqn_pre_retune": (
+        ["+experiment=pqn_cartpole", "optimizer.lr=0.00025", "algo.tau=0.1", "algo.q_lambda=0.65",
+         "exploration.end=0.05"], 500_000),
+}  # fmt: skip
+VARIANTS = {**PRESETS, **PRE_RETUNE}
 MAX_RETURN = 500.0  # CartPole-v1's
 
 
+def run_command(name: str, first: int, seeds: int) -> list[str]:
+    """The overrides of one variant's batched run (as its .hydra/overrides.yaml records them)."""
+    overrides, budget = VARIANTS[name]
+    budget_set = [o for o in overrides if o.startswith("total_steps=")]
+    return [*overrides, f"seeds={seeds}", f"seed={first}", *([] if budget_set else [f"total_steps={budget}"]),
+            "logger=[tensorboard,csv]", "log.plot=false"]  # fmt: skip
+
+
 def run_preset(name: str, first: int, seeds: int, root: Path) -> tuple[dict, float]:
-    overrides, budget = PRESETS[name]
+    """Train the variant's agents in one process under root/name, or reuse a finished run of the same
+    overrides there (its wall time is then the one the run recorded)."""
     out = root / name
-    cmd = [sys.executable, "-m", "rlrun.train", *overrides, f"seeds={seeds}", f"seed={first}",
-           f"total_steps={budget}", "logger=[tensorboard,csv]", "log.plot=false", f"hydra.run.dir={out}"]  # fmt: skip
+    overrides = run_command(name, first, seeds)
+    saved = out / ".hydra" / "overrides.yaml"
+    if (out / "summary.json").exists() and saved.exists():
+        import yaml  # omegaconf's dependency; only a reused run needs it
+
+        if yaml.safe_load(saved.read_text()) != overrides:
+            raise SystemExit(f"{out} holds a run of other overrides: choose another --keep folder")
+        summary = json.loads((out / "summary.json").read_text())
+        print(f"{name}: reusing the run in {out}", file=sys.stderr, flush=True)
+        return summary, max(a["wall_time_s"] for a in summary["agents"].values())
+    print(f"{name}: python -m rlrun.train {shlex.join(overrides)}", file=sys.stderr, flush=True)
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "rlrun.train", *overrides, f"hydra.run.dir={out}"], check=True,
+                   capture_output=True)  # fmt: skip
     return json.loads((out / "summary.json").read_text()), time.perf_counter() - start
+
+
+def solve_steps(summary: dict) -> dict[int, int | None]:
+    """Per seed, the step its 100-episode training mean reached the threshold (None: not within the budget)."""
+    return {int(s): a["solved_step"] for s, a in summary["agents"].items()}
 
 
 def first_eval_at(agent_dir: Path, threshold: float) -> int | None:
@@ -82,10 +136,13 @@ def figures(name: str, summary: dict, root: Path, wall: float) -> list[str]:
     not_held = {
         s: (agents[s]["final_mean_return_100"], agents[s]["final_eval_return"]) for s in solved if s not in held
     }
+    low, high = rate_interval(len(solved), len(agents))
+    p90 = quantile_step(list(solve_steps(summary).values()), 0.9)
     return [
         name,
-        f"{len(solved)}/{len(agents)}",
+        f"{len(solved)}/{len(agents)} ({100 * low:.0f}-{100 * high:.0f}%)",
         f"{median(solved.values()):,.0f}" if solved else "-",
+        f"{p90:,}" if p90 is not None else "not reached",
         f"{max(solved.values()):,}" if solved else "-",
         f"{len(held)}/{len(solved)}" + (f" (not: {not_held})" if not_held else ""),
         f"{median(reached):,.0f} ({len(reached)}/{len(agents)})" if reached else "-",
@@ -94,26 +151,79 @@ def figures(name: str, summary: dict, root: Path, wall: float) -> list[str]:
     ]
 
 
+def comparison_rows(c: Comparison, steps: dict[str, dict[int, int | None]]) -> list[list[str]]:
+    """The comparison as table rows: each setting's quantiles of steps to threshold, then the test."""
+
+    def step(s: int | None) -> str:
+        return "not reached" if s is None else f"{s:,}"
+
+    low, high = c.rate_difference
+    rows = [
+        [
+            name,
+            f"{solved}/{len(c.seeds)}",
+            *(step(quantile_step([steps[name][s] for s in c.seeds], q)) for q in (0.5, 0.9, 1.0)),
+        ]
+        for name, solved in ((c.incumbent, c.solved_incumbent), (c.candidate, c.solved_candidate))
+    ]
+    rows.append(
+        ["only " + c.incumbent, str(len(c.only_incumbent)), " ".join(map(str, c.only_incumbent)) or "-", "", ""]
+    )
+    rows.append(
+        ["only " + c.candidate, str(len(c.only_candidate)), " ".join(map(str, c.only_candidate)) or "-", "", ""]
+    )
+    rows.append(
+        [
+            "McNemar exact p (two-sided)",
+            f"{c.p_value:.3g}",
+            f"rate difference {100 * low:+.0f} to {100 * high:+.0f} points (95% paired bootstrap)",
+            "",
+            "",
+        ]
+    )
+    rows.append(["outcome", c.outcome, "decision: " + c.decision, "", ""])
+    return rows
+
+
+def define(text: str) -> str:
+    """`--define NAME='OVERRIDES'`: a setting of the user's, added to the variants (budget 100k unless set)."""
+    name, sep, overrides = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"--define {text!r}: expected NAME='OVERRIDE ...'")
+    VARIANTS[name] = (shlex.split(overrides), 100_000)
+    return name
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--presets", nargs="+", default=list(PRESETS), choices=list(PRESETS))
+    p.add_argument("--presets", nargs="+", default=list(PRESETS), help=f"variants to measure, of {list(VARIANTS)}")
+    p.add_argument("--compare", nargs=2, metavar=("INCUMBENT", "CANDIDATE"), help="a paired check of two variants")
+    p.add_argument("--define", type=define, action="append", default=[], metavar="NAME='OVERRIDES'",
+                   help="a variant of your own, e.g. lr15='optimizer.lr=1.5e-3'")  # fmt: skip
     p.add_argument("--seeds", type=int, default=20, help="agents per preset (default 20)")
     p.add_argument("--first", type=int, default=2000, help="the first seed (default 2000: never used for tuning)")
     p.add_argument("--keep", type=Path, default=None, help="keep the runs in this folder")
     args = p.parse_args()
+    names = list(args.compare) if args.compare else args.presets
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        p.error(f"unknown variant {unknown[0]!r}: allowed {list(VARIANTS)} or one given by --define")
+    steps: dict[str, dict[int, int | None]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         rows = []
-        for name in args.presets:
+        for name in names:
             summary, wall = run_preset(name, args.first, args.seeds, root)
+            steps[name] = solve_steps(summary)
             rows.append(figures(name, summary, root, wall))
             print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     report(
         f"presets on seeds {args.first}-{args.first + args.seeds - 1} (seeds={args.seeds} in one process)",
         [
             "preset",
-            "solved",
+            "solved (95% interval)",
             "median step",
+            "90th percentile step",
             "worst step",
             "held",
             "greedy eval >= threshold: median step",
@@ -121,8 +231,18 @@ def main() -> None:
             "wall",
         ],
         rows,
-        ["budget: 100k env steps per seed (pqn: 500k); held: final 100-episode mean >= threshold, last eval 500"],
-    )
+        ["budget: 100k env steps per seed (pqn: 500k); held: final 100-episode mean >= threshold, last eval 500",
+         *(f"{n}: {shlex.join(VARIANTS[n][0]) or '(no overrides)'}" for n in names)],
+    )  # fmt: skip
+    if args.compare:
+        c = compare(*args.compare, steps[args.compare[0]], steps[args.compare[1]])
+        report(
+            f"{c.candidate} against {c.incumbent}, paired on seeds {args.first}-{args.first + args.seeds - 1}",
+            ["setting", "solved", "median step (all seeds)", "90th percentile step", "worst step"],
+            comparison_rows(c, steps),
+            ["steps to a 100-episode training mean >= threshold; a seed that never reached it ranks last",
+             "the candidate replaces the incumbent only when it solves significantly more seeds (p < 0.05)"],
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

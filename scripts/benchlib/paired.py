@@ -1,0 +1,92 @@
+"""Two settings compared on the same seeds: the confirmation step a preset change must pass.
+
+Each seed either reached the threshold within the budget (at some step) or did not. With both settings run
+on the same seeds, only the discordant seeds tell them apart (solved by one, not the other): McNemar's exact
+test asks whether those split as a fair coin would. A paired bootstrap over seeds gives an interval for the
+difference in solve rates, and the steps-to-threshold quantiles say how fast the solved ones got there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import binomtest
+
+ALPHA = 0.05  # a setting wins only with a two-sided p below this
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar p-value: `only_b` of the `only_a + only_b` discordant seeds against p = 1/2."""
+    n = only_a + only_b
+    return 1.0 if n == 0 else float(binomtest(only_b, n, 0.5).pvalue)
+
+
+def rate_interval(solved: int, n: int) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) 95% interval of a solve rate."""
+    ci = binomtest(solved, n).proportion_ci(confidence_level=0.95, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def bootstrap_difference(
+    a: Sequence[bool], b: Sequence[bool], draws: int = 10_000, seed: int = 0
+) -> tuple[float, float]:
+    """95% paired-bootstrap interval of rate(b) - rate(a): seeds resampled with replacement, both kept paired."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    idx = np.random.default_rng(seed).integers(0, len(x), size=(draws, len(x)))
+    diffs = y[idx].mean(axis=1) - x[idx].mean(axis=1)
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def quantile_step(steps: Sequence[int | None], q: float) -> int | None:
+    """The nearest-rank q-quantile of steps to threshold over all seeds, a seed that never got there counting
+    as later than any; None when the quantile falls on such a seed."""
+    ordered = sorted(steps, key=lambda s: math.inf if s is None else s)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+@dataclass
+class Comparison:
+    incumbent: str
+    candidate: str
+    seeds: list[int]  # the seeds both ran
+    only_incumbent: list[int]  # seeds solved by the incumbent alone
+    only_candidate: list[int]
+    solved_incumbent: int
+    solved_candidate: int
+    p_value: float
+    rate_difference: tuple[float, float]  # 95% paired-bootstrap interval of candidate's rate - incumbent's
+
+    @property
+    def outcome(self) -> str:
+        """'candidate', 'incumbent' (the one that solved significantly more seeds) or 'tie'."""
+        if self.p_value >= ALPHA or self.solved_candidate == self.solved_incumbent:
+            return "tie"
+        return "candidate" if self.solved_candidate > self.solved_incumbent else "incumbent"
+
+    @property
+    def decision(self) -> str:
+        """The candidate replaces the incumbent only when it wins; a tie keeps the incumbent."""
+        if self.outcome == "candidate":
+            return f"{self.candidate} replaces {self.incumbent}"
+        return f"{self.incumbent} stays"
+
+
+def compare(
+    incumbent: str, candidate: str, steps_a: Mapping[int, int | None], steps_b: Mapping[int, int | None]
+) -> Comparison:
+    """Pair the two settings' per-seed steps to threshold (None: not reached) on the seeds both ran."""
+    seeds = sorted(set(steps_a) & set(steps_b))
+    if not seeds:
+        raise ValueError("the two settings share no seed")
+    a = [steps_a[s] is not None for s in seeds]
+    b = [steps_b[s] is not None for s in seeds]
+    only_a = [s for s, x, y in zip(seeds, a, b) if x and not y]
+    only_b = [s for s, x, y in zip(seeds, a, b) if y and not x]
+    return Comparison(
+        incumbent, candidate, seeds, only_a, only_b, sum(a), sum(b),
+        mcnemar_exact(len(only_a), len(only_b)), bootstrap_difference(a, b),
+    )  # fmt: skip
