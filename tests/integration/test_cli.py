@@ -70,7 +70,7 @@ def test_dueling_per_run_leaves_everything_behind(tmp_path):
     assert tags >= REQUIRED_TAGS, REQUIRED_TAGS - tags
     epsilon = dict((e.step, e.value) for e in acc.Scalars("charts/epsilon"))
     assert epsilon[400] == 1.0  # uniform-random play before learning starts (2500)
-    assert epsilon[3200] == pytest.approx(1 - (1 - 0.01) * 3200 / 5_000)  # linear 1 -> 0.01 over 5k (env=cartpole)
+    assert epsilon[3200] == pytest.approx(1 - (1 - 0.01) * 3200 / 10_000)  # linear 1 -> 0.01 over 10k (env=cartpole)
     assert 0 < acc.Scalars("replay/unique_fraction")[-1].value <= 1
     for e in acc.Scalars("per/beta"):  # the schedule at the logged step: 0.4 -> 1 over the run's 4,000 steps
         assert e.value == pytest.approx(0.4 + 0.6 * e.step / 4000, rel=1e-6)
