@@ -1,13 +1,13 @@
 """`python -m rlrun.train [overrides]`: the command line around `rlrun.run.train`.
 
-`main` checks the command before Hydra writes anything (`rlrun.preflight`), then hands it to the Hydra app
+`main` checks the command before Hydra writes anything (`rlrun.config.preflight`), then hands it to the Hydra app
 `hydra_main`, a thin wrapper that calls `train` and returns the objective sweepers optimise. Everything that
-can go wrong becomes one line on stderr and an exit code (`rlrun.jobs`).
+can go wrong becomes one line on stderr and an exit code (`rlrun.training.jobs`).
 
 Nothing here imports torch until a config is validated (the algorithms' modules under rlrun/algos import it
 only where they build a learner), so `--help` is quick. `--help` is rlrun's own (`print_help`): the groups
 with their options, and every key of the composed config with its value and a one-line description read
-from the comments of its schema (rlrun/config.py, and each algorithm's in rlrun/algos/).
+from the comments of its schema (rlrun/config/schemas.py, and each algorithm's in rlrun/algos/).
 """
 
 from __future__ import annotations
@@ -28,19 +28,21 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 import rlrun
-from rlrun import preflight, rundir, signals
-from rlrun.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSource
+from rlrun.config import preflight
+from rlrun.config.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSource
 from rlrun.errors import ConfigError
-from rlrun.jobs import EXIT_CONFIG, EXIT_OS, fail, run_job
+from rlrun.storage import rundir
+from rlrun.training import signals
+from rlrun.training.jobs import EXIT_CONFIG, EXIT_OS, fail, run_job
 
 
 @hydra.main(version_base="1.3", config_path=APP_CONFIG_PATH, config_name=APP_CONFIG_NAME)
 def hydra_main(cfg: DictConfig) -> float | None:
     """Returns the objective that sweepers (Optuna) optimise: the final 100-episode mean training return, or
-    what the config's `objective` names (rlrun.summary.objective)."""
+    what the config's `objective` names (rlrun.storage.summary.objective)."""
     from rlrun.resume import load_resume
     from rlrun.run import train
-    from rlrun.summary import objective
+    from rlrun.storage.summary import objective
 
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
@@ -88,7 +90,7 @@ def main() -> None:
     if plan is not None:
         signals.in_sweep = plan.run_dir is None
         sys.argv[1:] = plan.hydra_argv
-    from rlrun.config import register_configs
+    from rlrun.config.schemas import register_configs
 
     register_configs()  # the schemas Hydra composes with (`--cfg` and the like skip the preflight)
     hydra_main()
@@ -141,7 +143,7 @@ def config_lines(cfg: Any, schema: type | None = None, indent: str = "") -> list
     """`key: value  # description` for every key of `cfg`, nested groups indented."""
     import yaml
 
-    from rlrun import config
+    from rlrun.config import schemas as config
 
     schema = schema or config.RunConfig
     docs, hints = field_docs(schema), _field_types(schema)
@@ -220,9 +222,9 @@ def _dataclass_in(hint: Any) -> type | None:
 
 def _matching_schema(node: DictConfig) -> type | None:
     """The schema of a group whose field is typed `Any` (buffer, optimizer, algo): the dataclass of
-    rlrun.config, or an algorithm's (rlrun.algos), whose fields are exactly the node's keys."""
-    from rlrun import config
+    rlrun.config.schemas, or an algorithm's (rlrun.algos), whose fields are exactly the node's keys."""
     from rlrun.algos import ALGORITHMS
+    from rlrun.config import schemas as config
 
     keys = set(node.keys())
     ours = [c for c in vars(config).values() if isinstance(c, type) and c.__module__ == config.__name__]

@@ -9,7 +9,7 @@ standard deviation and every return, and saves them next to the weights: one lin
 evaluation. `video=true` records those same episodes while they are played (one mp4
 per episode) into a new `<run dir>/videos/seed<S>_<time>/` and prints where (needs the `video` extra).
 
-The saved config is checked as resume checks it (`rlrun.saved`): an interpolation is refused, and so is an
+The saved config is checked as resume checks it (`rlrun.config.saved`): an interpolation is refused, and so is an
 env id with a `module:` part (`helpers:CartPole-v1`, whose module gymnasium would import) unless
 `env.id=<the same id>` on the command line confirms it. `env.id` cannot name another env.
 """
@@ -27,12 +27,13 @@ import gymnasium as gym
 import torch
 from omegaconf import DictConfig
 
-from rlrun import checkpoint as ckpt, policy, rundir
-from rlrun.build import make_eval_envs
-from rlrun.device import resolve_device
-from rlrun.envs import env_spec
+from rlrun import policy
+from rlrun.envs.vector import env_spec
 from rlrun.errors import ConfigError
-from rlrun.evaluation import evaluate
+from rlrun.storage import checkpoint as ckpt, rundir
+from rlrun.training.build import make_eval_envs
+from rlrun.training.device import resolve_device
+from rlrun.training.evaluation import evaluate
 
 USAGE = (
     "usage: python -m rlrun.evaluate <run dir or checkpoint.pt> [episodes=10] [seed=0] [video=false] [device=auto]"

@@ -24,9 +24,9 @@ from typing import NoReturn
 
 import torch
 
-from rlrun import checkpoint as ckpt, rundir
 from rlrun.errors import ConfigError
 from rlrun.policy import Policy, load
+from rlrun.storage import checkpoint as ckpt, rundir
 
 FILES = {"torchscript": "model.ts", "onnx": "model.onnx"}
 USAGE = (

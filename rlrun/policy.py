@@ -8,7 +8,7 @@
 
 Loading is rlrun.evaluate's own (it calls `read_saved`, `without_logging` and `q_network` below): the same
 files are accepted, nothing read chooses which code runs (weights load with `weights_only=True`; the saved
-config is checked by `rlrun.saved` and rebuilt on rlrun's schemas, so a saved `module:` env id is refused
+config is checked by `rlrun.config.saved` and rebuilt on rlrun's schemas, so a saved `module:` env id is refused
 unless `env_id=` repeats it), and the network is built for the env's spaces as training built it. Greedy
 means the network in eval mode: noisy layers use their mean weights; C51, QR-DQN and IQN give the
 expectation of their return distribution (IQN at its evenly spaced acting fractions).
@@ -26,12 +26,14 @@ import torch
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from rlrun import agents, checkpoint as ckpt, saved
-from rlrun.acting import GreedyActor
-from rlrun.build import make_eval_envs, make_network
-from rlrun.device import resolve_device
-from rlrun.networks import QNetwork
-from rlrun.validate import validate
+from rlrun.algos.acting import GreedyActor
+from rlrun.config import saved
+from rlrun.config.validate import validate
+from rlrun.nets.networks import QNetwork
+from rlrun.storage import checkpoint as ckpt
+from rlrun.training import agents
+from rlrun.training.build import make_eval_envs, make_network
+from rlrun.training.device import resolve_device
 
 
 class BatchedRunError(ckpt.CheckpointError):
@@ -106,7 +108,7 @@ def one_agent(cfg: DictConfig, run_dir: Path) -> DictConfig:
 
 def without_logging(cfg: DictConfig) -> DictConfig:
     """A copy of `cfg`, validated, that logs to no backend: none has to be installed to play a trained agent."""
-    from rlrun.config import LoggerConfig
+    from rlrun.config.schemas import LoggerConfig
 
     cfg = cfg.copy()
     cfg.logger = OmegaConf.structured(LoggerConfig)
@@ -115,7 +117,7 @@ def without_logging(cfg: DictConfig) -> DictConfig:
 
 
 def q_network(cfg: DictConfig, envs: Any, weights: dict[str, torch.Tensor], device: torch.device) -> QNetwork:
-    """The run's Q-network for `envs`' spaces, built as training built it (`rlrun.build.make_network`), with
+    """The run's Q-network for `envs`' spaces, built as training built it (`rlrun.training.build.make_network`), with
     `weights`, in eval mode. A `RuntimeError` if the weights do not fit the config's network."""
     q_net = make_network(cfg, envs.single_observation_space.shape, int(envs.single_action_space.n), device)
     q_net.load_state_dict(weights)

@@ -4,8 +4,8 @@ The path is taken as it is, not through Hydra's override grammar, so every direc
 jobs such as `optimizer.lr=0.001/seed=0`, paths with spaces or non-ASCII characters) can be resumed.
 `python -m rlrun.train resume=<dir>` does the same for directories the grammar can spell.
 
-The run's config comes from its checkpoint, checked (`rlrun.saved`: no interpolations, no `module:` env
-id unless the command line repeats it) and rebuilt on rlrun's own schemas (`rlrun.validate.from_saved`):
+The run's config comes from its checkpoint, checked (`rlrun.config.saved`: no interpolations, no `module:` env
+id unless the command line repeats it) and rebuilt on rlrun's own schemas (`rlrun.config.saved.from_saved`):
 nothing read from the run directory chooses which code runs, and its `logger.*` options never choose where
 data goes (they come from this command line, or the run logs into its own directory). Overrides may
 change only what does not change the experiment (`RESUME_SAFE`). The directory is owned by this process
@@ -16,7 +16,7 @@ records the command.
 from __future__ import annotations
 
 if __name__ == "__main__":  # a signal during the imports below gets one line too
-    from rlrun import signals
+    from rlrun.training import signals
 
     signals.stop_on_signal()
 
@@ -29,11 +29,12 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from rlrun import checkpoint as ckpt, preflight, rundir, saved as saved_config
-from rlrun.agent_dirs import check as check_agent_dirs
+from rlrun.config import preflight, saved as saved_config
 from rlrun.errors import ConfigError
-from rlrun.jobs import run_job
 from rlrun.run import train
+from rlrun.storage import checkpoint as ckpt, rundir
+from rlrun.storage.agent_dirs import check as check_agent_dirs
+from rlrun.training.jobs import run_job
 
 USAGE = (
     "usage: python -m rlrun.resume <run dir> [overrides]\n"
@@ -177,7 +178,7 @@ def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from rlrun.signals import stop_on_signal
+    from rlrun.training.signals import stop_on_signal
 
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):

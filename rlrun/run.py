@@ -1,5 +1,5 @@
 """`train(cfg, out_dir)`: one run, from a validated config to its summary (tests and sweeps call it
-directly). The parts come from `rlrun.build`, the loop is `rlrun.loop`."""
+directly). The parts come from `rlrun.training.build`, the loop is `rlrun.training.loop`."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from rlrun import build, rundir
-from rlrun.config import register_configs
-from rlrun.loop import Trainer
-from rlrun.validate import validate
+from rlrun.config.schemas import register_configs
+from rlrun.config.validate import validate
+from rlrun.storage import rundir
+from rlrun.training import build
+from rlrun.training.loop import Trainer
 
 register_configs()
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ def start_line(out_dir: Path, device: torch.device, agents: int, resume_step: in
 
 def train(cfg: DictConfig, out_dir: Path, resume: dict | None = None) -> dict[str, Any]:
     """Train the run's agents (`seeds` of them) as `cfg` says, writing everything under `out_dir`, which
-    this process owns for the run (`rlrun.rundir`); with `resume` (a loaded checkpoint), continue that
+    this process owns for the run (`rlrun.storage.rundir`); with `resume` (a loaded checkpoint), continue that
     run. Returns the run summary."""
     validate(cfg)
     with rundir.owned(out_dir):

@@ -8,7 +8,7 @@ only once a run starts, so `--help` and refused commands return quickly).
 from __future__ import annotations
 
 if __name__ == "__main__":  # `python -m rlrun.train`: a signal during the imports below gets one line too
-    from rlrun import signals
+    from rlrun.training import signals
 
     signals.stop_on_signal()
     from rlrun.cli import main
@@ -16,7 +16,7 @@ if __name__ == "__main__":  # `python -m rlrun.train`: a signal during the impor
     main()
 else:
     from rlrun.errors import NonFiniteError
-    from rlrun.loop import Preempted
     from rlrun.run import train
+    from rlrun.training.loop import Preempted
 
     __all__ = ["NonFiniteError", "Preempted", "train"]

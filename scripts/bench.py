@@ -24,7 +24,7 @@ pins its runs itself; `seeds --separate` and `sweep` need several idle cores and
 
 Only rlrun's stable surface is used: `python -m rlrun.train`, `rlrun.train.train`, Hydra's compose API,
 the constructors of QNetwork, the replay buffers and FrameStore, `rlrun.algos.dqn.dqn_learner` (and
-`atari`'s env-alone figure, `rlrun.envs.make_vector_env`).
+`atari`'s env-alone figure, `rlrun.envs.vector.make_vector_env`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ def in_process(module, *args, cwd=None, rc=None):
     from contextlib import redirect_stderr, redirect_stdout
 
     import rlrun.cli
-    from rlrun import signals
+    from rlrun.training import signals
 
     argv = [module, *map(str, args)]
     shows = {"--cfg", "-c", "--info", "-i"} & set(argv)  # Hydra prints and runs no job

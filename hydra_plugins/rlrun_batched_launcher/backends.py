@@ -8,7 +8,7 @@
 - `ray`: one `ray.remote` task per group, on the Ray that `ray.init` finds or starts with the same
   address rules as rlrun's Ray launcher (hydra_plugins/rlrun_ray_launcher).
 
-Every backend runs `rlrun.batching.run_chunk(task_configs, job_dirs, group_dir)` for each group and gives
+Every backend runs `rlrun.sweeps.batching.run_chunk(task_configs, job_dirs, group_dir)` for each group and gives
 back, per group, the list it returned, or the exception that says why its process was lost (a killed task,
 a lost node, a Slurm job that ended without a result). A group that needs a GPU (`device=cuda`) asks for
 one: `gpus_per_node: 1` on submitit, `num_gpus: 1` on Ray.

@@ -5,8 +5,8 @@
         hydra.launcher.submitit.executor=slurm hydra.launcher.submitit.partition=gpu device=cuda ...
     python -m rlrun.train -m hydra/launcher=batched hydra.launcher.backend=ray ...
 
-Jobs whose configs differ only in keys that batch (seed, learning rate, gamma, ...: rlrun.agents) train
-together as the agents of one process (rlrun.batching); every job still gets its own directory, written as
+Jobs whose configs differ only in keys that batch (seed, learning rate, gamma, ...: rlrun.training.agents) train
+together as the agents of one process (rlrun.sweeps.batching); every job still gets its own directory, written as
 if it had run alone (`.hydra/`, events, episodes.csv, summary.json, model.pt), and its own objective in
 its `JobReturn`, so the report callback and the Optuna sweeper see ordinary jobs. Each group (one
 process) runs through the backend the config names (backends.py: here, submitit local or Slurm, Ray); a
@@ -132,8 +132,8 @@ class BatchedLauncher(Launcher):
         return config, task_cfg, job_dir
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from rlrun import batching
-        from rlrun.validate import from_saved
+        from rlrun.config.saved import from_saved
+        from rlrun.sweeps import batching
 
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None
         setup_globals()
@@ -197,7 +197,7 @@ class BatchedLauncher(Launcher):
 
     def _run(self, work: list[tuple], cuda: list[bool], sweep_dir: Path) -> list[Any]:
         from hydra_plugins.rlrun_batched_launcher import backends
-        from rlrun.batching import run_chunk
+        from rlrun.sweeps.batching import run_chunk
 
         if not work:
             return []

@@ -90,7 +90,7 @@ def job_dir(config: DictConfig) -> Path:
 def _continue_earlier_attempt(config: DictConfig, out_dir: Path) -> None:
     """Ray runs a job again when its worker died. The sweep's directory was new, so anything in the job's
     directory is that dead attempt's: resume its checkpoint, or start over in an emptied directory."""
-    from rlrun import checkpoint, rundir
+    from rlrun.storage import checkpoint, rundir
 
     if not out_dir.is_dir():
         return  # the first attempt
@@ -108,8 +108,8 @@ def _continue_earlier_attempt(config: DictConfig, out_dir: Path) -> None:
 
 
 def _lost(config: DictConfig, overrides: Sequence[str], out_dir: Path, error: Exception) -> JobReturn:
-    """A job whose every attempt lost its worker: failed alone, recorded in its directory (`rlrun.jobs`)."""
-    from rlrun.jobs import record_failure
+    """A job whose every attempt lost its worker: failed alone, recorded in its directory (`rlrun.training.jobs`)."""
+    from rlrun.training.jobs import record_failure
 
     message = " ".join(str(error).split())
     log.error(f"job {config.hydra.job.num} failed: its Ray worker died ({message[:300]})")

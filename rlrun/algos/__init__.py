@@ -15,10 +15,10 @@ ALGORITHMS: dict[str, Algorithm] = {m.ALGORITHM.name: m.ALGORITHM for m in (dqn,
 
 def algo_kind(algo: Any) -> str:
     """The algorithm an `algo` config node names: its `kind` (DQN's config has none: dqn), or whatever a
-    crafted file says (rlrun.validate checks it against ALGORITHMS)."""
+    crafted file says (rlrun.config.validate checks it against ALGORITHMS)."""
     return algo.get("kind", "dqn") if hasattr(algo, "get") else "dqn"
 
 
 def algorithm(algo: Any) -> Algorithm:
-    """The registered algorithm of an `algo` config node (its kind already checked by rlrun.validate)."""
+    """The registered algorithm of an `algo` config node (its kind already checked by rlrun.config.validate)."""
     return ALGORITHMS[algo_kind(algo)]

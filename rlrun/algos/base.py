@@ -10,13 +10,13 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-# Keys whose value may differ between the agents of one process for every algorithm (rlrun.agents): each
+# Keys whose value may differ between the agents of one process for every algorithm (rlrun.training.agents): each
 # changes numbers inside the batched computation, never its shapes.
 COMMON_BATCHABLE = (
     "seed",  # every random stream is already per agent
-    "optimizer.lr",  # optimizer param groups per run of agents with one lr (rlrun.agents.agent_param_groups)
+    "optimizer.lr",  # optimizer param groups per run of agents with one lr (rlrun.training.agents.agent_param_groups)
     "algo.lr_end_factor",  # the lr schedule per param group
-    "exploration.start",  # epsilon per agent (rlrun.exploration)
+    "exploration.start",  # epsilon per agent (rlrun.algos.exploration)
     "exploration.end",
     "exploration.duration",
     "env.reward_scale",  # a reward factor per sub-env
@@ -24,7 +24,7 @@ COMMON_BATCHABLE = (
 
 
 # `per_agent(key)`: the key's value for the run's agents, one value when they share it, else a list with one
-# per agent (rlrun.agents.values): how a factory reads a batchable key.
+# per agent (rlrun.training.agents.values): how a factory reads a batchable key.
 PerAgent = Callable[[str], Any]
 
 
@@ -44,10 +44,10 @@ class Algorithm:
     name: str  # algo=<name> chooses it; its config's `kind` (DQN's config has none: it is the default)
     schema: type  # its `algo` config dataclass, registered as schema_algo_<name>
     # "replay": the loop stores n-step transitions in replay and samples minibatches; "rollout": it fills
-    # an rlrun.rollout.Rollout of algo.num_steps vector steps and hands it to `learner.batches`.
+    # an rlrun.replay.rollout.Rollout of algo.num_steps vector steps and hands it to `learner.batches`.
     collector: str
     batchable: tuple[str, ...]  # keys that may differ between the agents of one process
-    check: Callable[[DictConfig], None]  # its own rules, after the common ones (rlrun.validate)
-    # (cfg, network, optimizer, generators, per_agent) -> its learner: an rlrun.update.UpdateStep
+    check: Callable[[DictConfig], None]  # its own rules, after the common ones (rlrun.config.validate)
+    # (cfg, network, optimizer, generators, per_agent) -> its learner: an rlrun.algos.update.UpdateStep
     make_learner: Callable[[DictConfig, Any, Any, list, PerAgent], Any]
     schedule: Callable[[DictConfig], Schedule]

@@ -2,8 +2,8 @@
 the C51, QR-DQN and IQN heads): its config schema, its rules, its loss module and its learner.
 
 The loss is TorchRL-style: a module that holds the online and target nets and maps a replay batch to
-per-sample losses; the head of the network (rlrun.heads) defines the target and the loss of each kind.
-The update step around it (AMP, clipping, the non-finite policy, the target sync) is rlrun.update's,
+per-sample losses; the head of the network (rlrun.nets.heads) defines the target and the loss of each kind.
+The update step around it (AMP, clipping, the non-finite policy, the target sync) is rlrun.algos.update's,
 shared with every algorithm.
 
 Like every algorithm module, this one imports torch and the learning modules inside the functions that
@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig
 
 from rlrun.algos.base import COMMON_BATCHABLE, Algorithm, PerAgent, Schedule
-from rlrun.checks import cfg_get, check, in_range, positive
+from rlrun.config.checks import cfg_get, check, in_range, positive
 from rlrun.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch
 
-    from rlrun.heads import LossTerms
+    from rlrun.algos.update import UpdateStep
+    from rlrun.nets.heads import LossTerms
     from rlrun.replay import Batch
-    from rlrun.update import UpdateStep
 
 # Scalar losses by name (torch.nn.functional's); cross_entropy (C51) and quantile_huber (QR-DQN, IQN) are
 # their heads' own.
@@ -83,7 +83,7 @@ class TDLoss:
         iqn_target_taus: int = 8,
         noise_generator: Any = None,
     ):
-        from rlrun.heads import ScalarHead
+        from rlrun.nets.heads import ScalarHead
 
         # QNetwork and the stacked networks declare their head; any other module maps obs to scalar Q-values.
         self.online, self.target, self.head = online, target, getattr(online, "q_head", ScalarHead())
@@ -119,8 +119,8 @@ TD_KEYS = ("double", "loss", "kappa", "iqn_taus", "iqn_target_taus")  # TDLoss's
 def dqn_learner(online: Any, optimizer: Any, *, noise_generator: Any = None, **settings: Any) -> UpdateStep:
     """A DQN learner from plain values: a target net copied from `online`, the TD loss module (`settings`
     named in TD_KEYS: TDLoss's keywords, defaults AlgoConfig's), and the shared update step (the other
-    `settings`: rlrun.update.UpdateStep's keywords)."""
-    from rlrun.update import UpdateStep
+    `settings`: rlrun.algos.update.UpdateStep's keywords)."""
+    from rlrun.algos.update import UpdateStep
 
     target = copy.deepcopy(online).requires_grad_(False)
     td = TDLoss(
@@ -130,7 +130,7 @@ def dqn_learner(online: Any, optimizer: Any, *, noise_generator: Any = None, **s
 
 
 def update_settings(cfg: DictConfig, generators: list, per_agent: PerAgent, target: bool = True) -> dict[str, Any]:
-    """The shared update step's keywords (rlrun.update) from the `algo` and `device` groups; `target`: the
+    """The shared update step's keywords (rlrun.algos.update) from the `algo` and `device` groups; `target`: the
     algorithm has a target net (its sync settings are read)."""
     a, d = cfg.algo, cfg.device
     sync = {"tau": per_agent("algo.tau"), "target_update_period": a.target_update_period} if target else {}
@@ -166,7 +166,7 @@ def require_scalar_head(cfg: DictConfig, algo: str, noisy: bool = True) -> None:
 
 
 def check_head(cfg: DictConfig) -> None:
-    """The network's head and the loss it trains with (rlrun.heads): one head kind, its own settings."""
+    """The network's head and the loss it trains with (rlrun.nets.heads): one head kind, its own settings."""
     n = cfg.network
     heads = {
         "num_atoms": n.num_atoms > 1,
@@ -220,7 +220,7 @@ def replay_schedule(cfg: DictConfig) -> Schedule:
 # What may differ per agent on replay, and why each can (the maths is exact; the common keys: rlrun.algos.base).
 REPLAY_BATCHABLE = (
     *COMMON_BATCHABLE[:3],
-    "algo.gamma",  # the n-step discount per sub-env (rlrun.nstep); the learner reads stored discounts
+    "algo.gamma",  # the n-step discount per sub-env (rlrun.replay.nstep); the learner reads stored discounts
     "algo.tau",  # a per-agent lerp weight in the target sync
     "algo.max_grad_norm",  # gradient clipping is per agent anyway
     *COMMON_BATCHABLE[3:6],

@@ -12,7 +12,7 @@ Replay batches are n-step: `r` is the discounted n-step reward sum and `discount
 episode terminated; the bonus is the first action's only, as in Stoix. The soft value replaces Double
 DQN's argmax, so algo.double must be false. Everything reduces over the last axis, so stacked agents
 ((K, B, ...) tensors) need nothing of their own. The update step around the loss (AMP, clipping, the
-non-finite policy, noise resets, the target sync) is rlrun.update's.
+non-finite policy, noise resets, the target sync) is rlrun.algos.update's.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from omegaconf import DictConfig
 
 from rlrun.algos import dqn
 from rlrun.algos.base import Algorithm, PerAgent
-from rlrun.checks import check, in_range, one_of
+from rlrun.config.checks import check, in_range, one_of
 
 if TYPE_CHECKING:  # imported where used: the schema and rules are read without torch (rlrun.algos.dqn)
     import torch
 
-    from rlrun.heads import LossTerms
+    from rlrun.algos.update import UpdateStep
+    from rlrun.nets.heads import LossTerms
     from rlrun.replay import Batch
-    from rlrun.update import UpdateStep
 
 
 @dataclass
@@ -86,7 +86,7 @@ class MunchausenLoss:
         temperature: float = 0.03,
         l0: float = -1.0,
     ):
-        from rlrun.heads import ScalarHead
+        from rlrun.nets.heads import ScalarHead
 
         head = getattr(online, "q_head", ScalarHead())
         if head.name != "scalar" or loss not in dqn.LOSSES:
@@ -128,8 +128,8 @@ def mdqn_learner(
     **update: Any,
 ) -> UpdateStep:
     """An M-DQN learner from plain values: a target net copied from `online`, the Munchausen loss module, and
-    the shared update step (`update`: rlrun.update.UpdateStep's keywords)."""
-    from rlrun.update import UpdateStep
+    the shared update step (`update`: rlrun.algos.update.UpdateStep's keywords)."""
+    from rlrun.algos.update import UpdateStep
 
     target = copy.deepcopy(online).requires_grad_(False)
     mloss = MunchausenLoss(online, target, loss=loss, munchausen_alpha=munchausen_alpha, temperature=temperature, l0=l0)

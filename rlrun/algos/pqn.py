@@ -1,7 +1,7 @@
 """PQN (Gallici et al. 2024, "Simplifying Deep Temporal Difference Learning"): Q(lambda) on rollouts.
 
 No replay and no target network: every `num_steps` vector steps the loop hands over the rollout
-(rlrun.rollout); `batches` computes its Q(lambda) returns once, with the current network, then yields
+(rlrun.replay.rollout); `batches` computes its Q(lambda) returns once, with the current network, then yields
 `update_epochs` shuffled passes of `num_minibatches` minibatches, and `update` regresses Q(s, a) on
 them (MSE by default, gradient clipping, the `optimizer` group's optimizer). LayerNorm in the network
 keeps this stable without a target network. As in CleanRL's pqn.py, except that the returns respect
@@ -23,15 +23,15 @@ from omegaconf import DictConfig
 
 from rlrun.algos.base import COMMON_BATCHABLE, Algorithm, PerAgent, Schedule
 from rlrun.algos.dqn import AlgoConfig, require_scalar_head, scalar_loss, update_settings
-from rlrun.checks import cfg_get, check, in_range, positive
+from rlrun.config.checks import cfg_get, check, in_range, positive
 
 if TYPE_CHECKING:  # imported where used: the schema and rules are read without torch (rlrun.algos.dqn)
     import torch
 
-    from rlrun.heads import LossTerms
+    from rlrun.algos.update import UpdateStep
+    from rlrun.nets.heads import LossTerms
     from rlrun.replay import Batch
-    from rlrun.rollout import Rollout
-    from rlrun.update import UpdateStep
+    from rlrun.replay.rollout import Rollout
 
 
 @dataclass
@@ -120,7 +120,7 @@ class QLambdaBatches:
         return x.reshape(t, self.agents, n, *x.shape[2:]).transpose(0, 1).reshape(self.agents, t * n, *x.shape[2:])
 
     def rollout_returns(self, data: dict[str, torch.Tensor]) -> torch.Tensor:
-        """(T, K * N) lambda-returns of a rollout (rlrun.rollout.Rollout.tensors) under the current network."""
+        """(T, K * N) lambda-returns of a rollout (rlrun.replay.rollout.Rollout.tensors) under the current network."""
         import torch
 
         t_steps, rows = data["rewards"].shape
@@ -186,10 +186,10 @@ def pqn_learner(
     loss: str = "mse",
     **update: Any,
 ) -> UpdateStep:
-    """A PQN learner from plain values (defaults: PQNAlgoConfig's; `update`: rlrun.update.UpdateStep's
+    """A PQN learner from plain values (defaults: PQNAlgoConfig's; `update`: rlrun.algos.update.UpdateStep's
     keywords): the shared update step with PQN's loss, fed by `learner.batches(rollout)`. `generators`: one
     per agent, for shuffling."""
-    from rlrun.update import UpdateStep
+    from rlrun.algos.update import UpdateStep
 
     learner = UpdateStep(online, optimizer, PQNLoss(online, loss), **update)
     learner.batches = QLambdaBatches(
@@ -234,7 +234,7 @@ def check_pqn(cfg: DictConfig) -> None:
     )
     require_scalar_head(cfg, "pqn", noisy=False)
     for key, ok, allowed in [
-        # Recording an update phase (rlrun.graphs) samples replay inside the graph; a rollout's minibatches
+        # Recording an update phase (rlrun.training.graphs) samples replay inside the graph; a rollout's minibatches
         # are cut on the host.
         ("device.cuda_graphs", not cfg.device.cuda_graphs, "false with algo=pqn (its update is not recorded)"),
     ]:

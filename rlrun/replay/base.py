@@ -2,7 +2,7 @@
 learner use, and the ring storage of preallocated tensors on the training device.
 
 A transition is (obs, action, reward, next_obs, discount), where `discount` already folds in the episode
-end and the n-step accumulation (rlrun.nstep): gamma**k for a transition that may bootstrap (including a
+end and the n-step accumulation (rlrun.replay.nstep): gamma**k for a transition that may bootstrap (including a
 time-limit truncation), 0 for one that terminated. The learner's target is then simply
 `reward + discount * Q_target(next_obs)`.
 """
@@ -48,7 +48,7 @@ class Replay(Protocol):
     def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None: ...
 
     def oldest_obs(self) -> torch.Tensor:
-        """(K, ...) the stored observation of each agent's oldest transition (frame-index stacks, rlrun.frames)."""
+        """(K, ...) the stored observation of each agent's oldest transition (frame-index stacks: replay.frames)."""
         ...
 
     def state_dict(self, include_storage: bool = True) -> dict: ...
@@ -86,7 +86,7 @@ class Ring:
         self._lead = (slice(None),) * len(lead)
         self._host_views = {k: getattr(self, k).numpy() for k in self.STORAGE} if self.device.type == "cpu" else None
 
-    # --- CUDA graphs (rlrun.graphs) -----------------------------------------------------------
+    # --- CUDA graphs (rlrun.training.graphs) -----------------------------------------------------------
     _dev_sizes: torch.Tensor | None = None  # sizes and added-counts on the device, for recorded sampling
     _dev_added: torch.Tensor | None = None
 

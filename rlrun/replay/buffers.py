@@ -90,7 +90,7 @@ class ReplayBuffer(Ring):
         return torch.rand(batch_size, device=self.device, generator=self.generator, dtype=torch.float64)
 
     def _sample_indices(self, batch_size: int, beta: float):
-        if self._dev_sizes is not None:  # recorded in a CUDA graph (rlrun.graphs)
+        if self._dev_sizes is not None:  # recorded in a CUDA graph (rlrun.training.graphs)
             return self._uniform_indices_on_device(self._uniforms(batch_size)), None
         idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=self.generator)
         return idx, None
@@ -205,7 +205,7 @@ class StackedReplayBuffer(Ring):
         )
 
     def _sample_indices(self, batch_size: int, beta: float):
-        if self._dev_sizes is not None:  # recorded in a CUDA graph (rlrun.graphs)
+        if self._dev_sizes is not None:  # recorded in a CUDA graph (rlrun.training.graphs)
             return self._uniform_indices_on_device(self._uniforms(batch_size)), None
         idx = torch.stack(
             [

@@ -39,7 +39,7 @@ class Prioritized:
         self._pending: list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]] = []
 
     def keep_counts_on_device(self) -> None:
-        """For recorded steps (rlrun.graphs): the trees walked with torch ops only (same float64 sums)."""
+        """For recorded steps (rlrun.training.graphs): the trees walked with torch ops only (same float64 sums)."""
         super().keep_counts_on_device()  # type: ignore[misc]
         self.tree.use_numpy = False
 
@@ -51,13 +51,15 @@ class Prioritized:
         return min(1.0, self.beta_start + (1.0 - self.beta_start) * step / max(1, duration))
 
     def _power(self, x: torch.Tensor, exponent: Any, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """x ** exponent, where `exponent` may hold one value per agent (rlrun.agents): each agent's elements
+        """x ** exponent, where `exponent` may hold one value per agent (rlrun.training.agents): each agent's elements
         (`rows`: the agent of each element; None: x is (K, B)) are raised to its own value, as a scalar
         power, exactly as its single run raises them."""
         if isinstance(exponent, (int, float)) or (isinstance(exponent, torch.Tensor) and exponent.dim() == 0):
             return x**exponent
         agent = rows if rows is not None else torch.arange(x.shape[0], device=x.device).unsqueeze(1).expand_as(x)
-        if isinstance(exponent, torch.Tensor):  # recorded steps (rlrun.graphs): one value per agent, no host sync
+        if isinstance(
+            exponent, torch.Tensor
+        ):  # recorded steps (rlrun.training.graphs): one value per agent, no host sync
             return x ** exponent.to(x.dtype)[agent]
         out = torch.empty_like(x)
         for value in sorted(set(map(float, exponent))):
@@ -106,7 +108,7 @@ class Prioritized:
         """indices, td_errors: (B,), or (K, B) for K agents."""
         self._flush()
         priorities = td_errors.detach().abs().to(torch.float64) + self.priority_eps
-        # In place: a recorded CUDA graph (rlrun.graphs) keeps reading and writing this very tensor.
+        # In place: a recorded CUDA graph (rlrun.training.graphs) keeps reading and writing this very tensor.
         torch.maximum(self.max_priority, priorities.max(dim=-1).values, out=self.max_priority)
         if indices.dim() == 1:
             self.tree.update(indices, priorities**self.alpha)

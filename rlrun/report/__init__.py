@@ -15,7 +15,7 @@ and unreliable. Written into the sweep dir: report.md, report.csv, curves.png an
 
 from __future__ import annotations
 
-# The package: jobtable reads the jobs (rlrun.jobtable), aggregate computes the statistics (rliable),
+# The package: jobtable reads the jobs (rlrun.sweeps.jobtable), aggregate computes the statistics (rliable),
 # plots draws the figures, tables writes the report; this module is its command line and its API. They need
 # the report extra (pandas, scipy, rliable, tabulate; `pip install "rlrun[report]"`, which the sweep extra
 # includes): a single run needs none of it, so the API below is imported when first used.
@@ -27,19 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rlrun.jobtable import (
-        CURVE_TAG,
-        EVAL,
-        FINISHED,
-        TRAIN,
-        curves_of,
-        load_curve,
-        load_curves,
-        load_run,
-        load_sweep,
-        quiet,
-        run_dirs,
-    )
     from rlrun.report.aggregate import (
         BOOTSTRAP_REPS,
         improvement_probability,
@@ -52,11 +39,24 @@ if TYPE_CHECKING:
     )
     from rlrun.report.plots import CURVE_BOOTSTRAP_REPS, plot_curves, plot_profile
     from rlrun.report.tables import MIN_SEEDS, markdown_table, write_report
+    from rlrun.sweeps.jobtable import (
+        CURVE_TAG,
+        EVAL,
+        FINISHED,
+        TRAIN,
+        curves_of,
+        load_curve,
+        load_curves,
+        load_run,
+        load_sweep,
+        quiet,
+        run_dirs,
+    )
 
 REPORT_EXTRA = ("pandas", "scipy", "rliable", "tabulate")  # the report extra's packages (pyproject.toml)
 _API_BY_MODULE = {  # the package's API, by the module that defines it (imported on first use)
-    "rlrun.jobtable": ("CURVE_TAG", "EVAL", "FINISHED", "TRAIN", "curves_of", "load_curve", "load_curves", "load_run",
-                       "load_sweep", "quiet", "run_dirs"),
+    "rlrun.sweeps.jobtable": ("CURVE_TAG", "EVAL", "FINISHED", "TRAIN", "curves_of", "load_curve", "load_curves",
+                              "load_run", "load_sweep", "quiet", "run_dirs"),
     "rlrun.report.aggregate": ("BOOTSTRAP_REPS", "improvement_probability", "improvement_table", "iqm_ci",
                                "left_out", "score_column", "summarize", "trimmed_mean"),
     "rlrun.report.plots": ("CURVE_BOOTSTRAP_REPS", "plot_curves", "plot_profile"),

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlrun.jobtable import EVAL, FINISHED, TRAIN, quiet
+from rlrun.sweeps.jobtable import EVAL, FINISHED, TRAIN, quiet
 
 BOOTSTRAP_REPS = 2000  # resamples behind an IQM interval; P(X > Y) and profile bands (dearer) take half
 

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlrun import rundir
-from rlrun.jobtable import EVAL
 from rlrun.report.aggregate import BOOTSTRAP_REPS, bootstrap_seed, finished_runs, score_column, trimmed_mean
+from rlrun.storage import rundir
+from rlrun.sweeps.jobtable import EVAL
 
 CURVE_BOOTSTRAP_REPS = 500  # resamples behind a learning-curve band
 

@@ -11,8 +11,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from rlrun import rundir
-from rlrun.jobtable import EVAL, EVAL_TAG, FINISHED, curves_of, load_sweep
+from rlrun.config.runnames import swept_in
 from rlrun.report.aggregate import (
     BOOTSTRAP_REPS,
     batched_jobs,
@@ -22,7 +21,8 @@ from rlrun.report.aggregate import (
     summarize,
 )
 from rlrun.report.plots import plot_curves, plot_profile
-from rlrun.runnames import swept_in
+from rlrun.storage import rundir
+from rlrun.sweeps.jobtable import EVAL, EVAL_TAG, FINISHED, curves_of, load_sweep
 
 MIN_SEEDS = 5  # below this the report warns that its confidence intervals are unreliable
 

@@ -23,12 +23,12 @@ ATARI = {"noop_max": 30, "frame_skip": 4, "screen_size": 84, "terminal_on_life_l
 # another revision's for `--base`): `envs` Pong envs under uniformly random actions, as training builds them
 # (4 stacked frames, clipped rewards), reset and warmed up before the clock starts; wall seconds, and env
 # steps per second of wall time and of the process's CPU time (all threads; steadier on a shared machine).
-# Only `rlrun.envs.make_vector_env(id, n, frame_stack=, clip_reward=, atari=)`, which every revision since the
+# Only `rlrun.envs.vector.make_vector_env(id, n, frame_stack=, clip_reward=, atari=)`, which every revision since the
 # Atari support has, is assumed; an earlier revision ignores the atari keys it does not know (backend, threads).
 ENV_ALONE = """
 import json, sys, time
 import numpy as np
-from rlrun.envs import make_vector_env
+from rlrun.envs.vector import make_vector_env
 envs, steps = int(sys.argv[1]), int(sys.argv[2])
 atari = json.loads(sys.argv[3])
 vec = make_vector_env("ALE/Pong-v5", envs, frame_stack=4, clip_reward=1.0, atari=atari)

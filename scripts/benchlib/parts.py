@@ -16,7 +16,7 @@ def _learner_and_buffer(kind: str, capacity: int, device, fill: int):
     import torch
 
     from rlrun.algos.dqn import dqn_learner
-    from rlrun.networks import QNetwork
+    from rlrun.nets.networks import QNetwork
     from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer
 
     torch.manual_seed(0)
@@ -89,7 +89,7 @@ def switches(args) -> None:
     import torch
 
     from rlrun.algos.dqn import dqn_learner
-    from rlrun.networks import QNetwork
+    from rlrun.nets.networks import QNetwork
     from rlrun.replay import ReplayBuffer
 
     device = torch.device(args.device)
@@ -99,7 +99,7 @@ def switches(args) -> None:
         "amp=bf16": {"amp": "bf16"},
         "amp=fp16": {"amp": "fp16"},
         "compile": {"compile": True},
-        # rlrun.graphs: the whole step (sample, update, target sync) recorded; per step, phases of 1 and 4
+        # rlrun.training.graphs: the whole step (sample, update, target sync) recorded; per step, phases of 1 and 4
         "cuda_graphs": {"graph": 1},
         "cuda_graphs x4": {"graph": 4},
         "compile + cuda_graphs x4": {"compile": True, "graph": 4},
@@ -145,7 +145,7 @@ def switches(args) -> None:
                     learner.update(buf.sample(batch))
 
                 if graph_count:
-                    from rlrun.graphs import GraphedUpdates
+                    from rlrun.training.graphs import GraphedUpdates
 
                     generator = torch.Generator(device=device).manual_seed(0)
                     buf.generator = generator
@@ -190,8 +190,8 @@ def memory(args) -> None:
     """Bytes held by an Atari replay (84x84 frames, stack 4) that stores each frame once."""
     import torch
 
-    from rlrun.frames import FrameStore
     from rlrun.replay import ReplayBuffer
+    from rlrun.replay.frames import FrameStore
 
     def tensor_bytes(obj) -> int:
         """Bytes of the tensor storages that `obj` holds in its attributes, or in those of rlrun objects there."""
@@ -238,7 +238,7 @@ def envs(args) -> None:
     import numpy as np
 
     from benchlib.common import alternate, each
-    from rlrun.envs import make_vector_env
+    from rlrun.envs.vector import make_vector_env
 
     made = {mode: make_vector_env("CartPole-v1", args.envs, mode) for mode in ("sync", "vector")}
     rng = np.random.default_rng(0)

@@ -368,7 +368,7 @@ def threads(args) -> None:
     import torch
     from hydra import compose, initialize_config_module
 
-    from rlrun.config import register_configs
+    from rlrun.config.schemas import register_configs
     from rlrun.train import train
 
     register_configs()

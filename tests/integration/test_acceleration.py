@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from rlrun.algos.dqn import dqn_learner
-from rlrun.build import build
-from rlrun.networks import QNetwork
+from rlrun.nets.networks import QNetwork
 from rlrun.replay import Batch
+from rlrun.training.build import build
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

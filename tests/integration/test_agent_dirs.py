@@ -11,7 +11,7 @@ import pytest
 import torch
 from test_reliability import TINY, cli, copy_run, digest, in_process
 
-from rlrun import checkpoint as ckpt, rundir
+from rlrun.storage import checkpoint as ckpt, rundir
 
 GROUP = ".batched/jobs0-1"
 
@@ -142,8 +142,8 @@ def test_agent_dirs_are_owned_for_the_run(compose, tmp_path, monkeypatch):
     """Each agent directory is locked by the process that trains it while it trains, as its run directory
     is, and released with it when `train` returns (a notebook that trained agents can resume them in a
     subprocess)."""
-    from rlrun.loop import Trainer
     from rlrun.run import train as train_in_process
+    from rlrun.training.loop import Trainer
 
     out = tmp_path / "run"
     agents = (out / "seed=0", out / "mine")
@@ -178,8 +178,8 @@ def test_agent_dirs_are_owned_for_the_run(compose, tmp_path, monkeypatch):
     [("{seed:0,optimizer.lr:abc}", "agents[0].optimizer.lr"), ("{seed:0,algo.gamma:'0.99'}", "agents[0].algo.gamma")],
 )
 def test_a_mistyped_agent_value_is_refused_by_key(compose, tmp_path, entry, key):
+    from rlrun.config.validate import validate
     from rlrun.errors import ConfigError
-    from rlrun.validate import validate
 
     with pytest.raises(ConfigError, match="^" + re.escape(f"Invalid config value {key}=")):
         validate(compose(f"agents=[{entry},{{seed:1}}]"))

@@ -1,4 +1,4 @@
-"""ALE games through rlrun.atari, both backends, on real ROMs: what the loop stores and logs.
+"""ALE games through rlrun.envs.atari, both backends, on real ROMs: what the loop stores and logs.
 
 Final observations are the real last frames, time limits truncate, a life loss ends an episode for
 learning while the logged episode is the whole game, stacks restart at every episode start, seeds
@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
 
-from rlrun.envs import finished_episodes, make_vector_env, next_obs_for_storage  # noqa: E402
+from rlrun.envs.vector import finished_episodes, make_vector_env, next_obs_for_storage  # noqa: E402
 
 ATARI = {"noop_max": 30, "frame_skip": 4, "screen_size": 84, "terminal_on_life_loss": True}
 BACKENDS = ["vector", "gymnasium"]
@@ -151,8 +151,8 @@ def test_vector_backend_keeps_the_registered_sticky_actions():
 
 
 def test_bad_backend_names_the_key(compose):
+    from rlrun.config.validate import validate
     from rlrun.errors import ConfigError
-    from rlrun.validate import validate
 
     with pytest.raises(ConfigError, match="env.atari.backend"):
         validate(compose("env=atari", "env.atari.backend=envpool"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_reliability import TINY
 
-from rlrun.sinks.reachable import PROBE_SECONDS, check_backends, mlflow_problem
+from rlrun.logs.sinks.reachable import PROBE_SECONDS, check_backends, mlflow_problem
 
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
 

@@ -22,7 +22,9 @@ from torch import nn
 from rlrun.algos.dqn import dqn_learner
 from rlrun.errors import ConfigError
 from rlrun.evaluate import run as evaluate_run
-from rlrun.networks import QNetwork
+from rlrun.nets.networks import QNetwork
+from rlrun.nets.stacked import StackedQNetwork, VmapQNetwork, stack_networks
+from rlrun.nets.stacked_layers import clip_grad_norm_per_agent
 from rlrun.replay import (
     Batch,
     PrioritizedReplayBuffer,
@@ -30,8 +32,6 @@ from rlrun.replay import (
     StackedPrioritizedReplayBuffer,
     StackedReplayBuffer,
 )
-from rlrun.stacked import StackedQNetwork, VmapQNetwork, stack_networks
-from rlrun.stacked_layers import clip_grad_norm_per_agent
 
 K = 3
 
@@ -304,7 +304,7 @@ LR_AGENTS = "agents=[{seed:0,optimizer.lr:1e-3},{seed:1,optimizer.lr:1e-3},{seed
     "agents,dirs",
     [
         ("seeds=2", ["seed=0", "seed=1"]),
-        # two param groups, one over a slice of two agents (rlrun.agents.agent_param_groups)
+        # two param groups, one over a slice of two agents (rlrun.training.agents.agent_param_groups)
         (LR_AGENTS, ["optimizer.lr=0.001/seed=0", "optimizer.lr=0.001/seed=1", "optimizer.lr=0.003/seed=2"]),
     ],
 )
@@ -342,7 +342,7 @@ def test_resumed_batched_run_equals_an_uninterrupted_one(tmp_path, agents, dirs)
     ],
 )
 def test_unsupported_batched_options_are_refused_by_key(compose, override, key):
-    from rlrun.validate import validate
+    from rlrun.config.validate import validate
 
     seeds = [] if override.startswith("seeds=") else ["seeds=4"]
     with pytest.raises(ConfigError) as e:

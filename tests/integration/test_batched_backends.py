@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from rlrun import batching
 from rlrun.errors import ConfigError
+from rlrun.sweeps import batching
 
 SWEEP = [
     "optimizer.lr=1e-3,3e-3",
@@ -107,7 +107,7 @@ def submission(tmp_path, job_id):
 
 
 def test_the_backend_settings_compose_and_bad_ones_are_refused():
-    from rlrun.preflight import compose
+    from rlrun.config.preflight import compose
 
     cfg = compose(["hydra/launcher=batched", "hydra.launcher.backend=submitit", "hydra.launcher.resume=true"])
     launcher = cfg.hydra.launcher
@@ -165,7 +165,8 @@ def test_a_lost_group_is_failed_jobs_and_a_rerun_finds_what_is_left(tmp_path):
 def test_the_resume_switch_passes_the_sweep_directory_check(tmp_path):
     """The rerun of a sweep command goes into its own, non-empty batched sweep directory; without the switch,
     or into a directory that holds no batched sweep, it is refused before anything is written."""
-    from rlrun import preflight, rundir
+    from rlrun.config import preflight
+    from rlrun.storage import rundir
 
     sweep = tmp_path / "sweep"
     (sweep / ".batched").mkdir(parents=True)
@@ -187,7 +188,7 @@ def sweep(where: Path, *args: str, rc: int = 0, resume: bool = False) -> subproc
     argv = ["-m", *SWEEP, *args, f"hydra.sweep.dir={where}"]
     if resume:  # the Hydra app itself, as rlrun.cli hands a checked command over (see the test above)
         code = (
-            "import sys; from rlrun import signals; from rlrun.config import register_configs; "
+            "import sys; from rlrun import signals; from rlrun.config.schemas import register_configs; "
             "from rlrun.cli import hydra_main; signals.stop_on_signal(); signals.in_sweep = True; "
             f"sys.argv[1:] = {[*argv, 'hydra.launcher.resume=true']!r}; register_configs(); hydra_main()"
         )

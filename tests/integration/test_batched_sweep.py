@@ -1,4 +1,4 @@
-"""Per-agent hyperparameters (`agents`, rlrun.agents) and the batched sweep launcher (hydra/launcher=batched).
+"""Per-agent hyperparameters (`agents`, rlrun.training.agents) and the batched sweep launcher (hydra/launcher=batched).
 
 Each maths piece that lets a value differ per agent is checked exactly against the single-agent code
 (optimizer param groups, target lerp, clipping, n-step discounts, epsilon, PER exponents, reward scale).
@@ -18,15 +18,15 @@ import torch
 from omegaconf import OmegaConf
 from test_batched import SHORT as BATCHED_SHORT
 
-from rlrun.agents import agent_param_groups, link_view_grads
 from rlrun.algos.dqn import dqn_learner
+from rlrun.algos.exploration import agent_epsilons
 from rlrun.errors import ConfigError
-from rlrun.exploration import agent_epsilons
-from rlrun.networks import QNetwork
-from rlrun.nstep import NStepAccumulator
+from rlrun.nets.networks import QNetwork
+from rlrun.nets.stacked import StackedQNetwork
+from rlrun.nets.stacked_layers import clip_grad_norm_per_agent
 from rlrun.replay import PrioritizedReplayBuffer, StackedPrioritizedReplayBuffer
-from rlrun.stacked import StackedQNetwork
-from rlrun.stacked_layers import clip_grad_norm_per_agent
+from rlrun.replay.nstep import NStepAccumulator
+from rlrun.training.agents import agent_param_groups, link_view_grads
 
 K = 3
 
@@ -186,7 +186,7 @@ def test_per_agent_per_exponents_equal_single_buffers():
 
 
 def test_reward_scale_per_sub_env():
-    from rlrun.envs import make_vector_env
+    from rlrun.envs.vector import make_vector_env
 
     envs = make_vector_env("CartPole-v1", 4, reward_scale=[1.0, 1.0, 0.5, 2.0])
     envs.reset(seed=0)
@@ -206,7 +206,7 @@ def test_reward_scale_per_sub_env():
     ],
 )
 def test_bad_agents_lists_are_refused_by_key(compose, override, key):
-    from rlrun.validate import validate
+    from rlrun.config.validate import validate
 
     with pytest.raises(ConfigError) as e:
         validate(compose(override))
@@ -298,7 +298,7 @@ def test_a_diverging_agent_stops_alone(compose, tmp_path):
 
 
 def test_jobs_group_by_everything_but_batchable_keys(compose):
-    from rlrun.batching import plan_chunks
+    from rlrun.sweeps.batching import plan_chunks
 
     cfgs = [
         compose(f"optimizer.lr={lr}", f"seed={seed}", f"network.hidden_sizes={h}")
@@ -362,7 +362,7 @@ def test_grouped_sweep_reports_as_the_basic_launcher(tmp_path):
 def test_values_read_from_the_entries_equal_the_agents_composed_configs(compose, variant):
     """`agents.values` reads each key from the entries and the run's config; composing each agent's
     whole config (what it stands for) gives the same value, or list of values, for every batchable key."""
-    from rlrun import agents
+    from rlrun.training import agents
 
     extra = ["buffer=per"] if variant == "per" else []
     cfg = compose(*extra, f"agents=[{','.join(map(flow, AGENTS[variant]))}]")

@@ -106,7 +106,8 @@ def test_help_lists_groups_and_describes_every_key_without_importing_torch():
         assert line in proc.stdout
     assert re.search(r"^  gamma: 0.99 +# discount factor$", proc.stdout, re.M)
     assert re.search(r"^  tensorboard: \{\} +# logger=tensorboard", proc.stdout, re.M)
-    # device.cuda_graphs records update phases (rlrun.graphs); torch.compile's reduce-overhead no longer backs it
+    # device.cuda_graphs records update phases (rlrun.training.graphs); torch.compile's reduce-overhead no
+    # longer backs it
     assert re.search(r"^  cuda_graphs: false +# CUDA only: record each update phase", proc.stdout, re.M)
     keys = [line for line in proc.stdout.split("== Config (")[1].splitlines()[1:] if not line.endswith(":")]
     assert keys and all("  # " in line for line in keys), [line for line in keys if "  # " not in line]

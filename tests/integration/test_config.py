@@ -10,10 +10,10 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 import rlrun
-import rlrun.validate
-from rlrun.build import make_replay
+import rlrun.config.validate
+from rlrun.config.validate import validate
 from rlrun.errors import ConfigError
-from rlrun.validate import validate
+from rlrun.training.build import make_replay
 
 CONF = Path(rlrun.__file__).parent / "conf"
 GROUPS = {
@@ -50,10 +50,10 @@ def test_every_option_composes_validates_and_builds(compose, group, option):
 
 # Keys that a run legitimately never reads, each with the reason. (`hydra.*` is not in a composed config.)
 READ_OUTSIDE_TRAIN = {
-    "resume": "read by the command line (rlrun.cli, rlrun.preflight), which hands train() the loaded checkpoint",
+    "resume": "read by the command line (rlrun.cli, rlrun.config.preflight), which hands train() the loaded checkpoint",
     "network._target_": "for hydra.utils.instantiate (tests, notebooks); validate checks that it names QNetwork, "
     "which build makes directly",
-    "objective": "read by the sweep's task function (rlrun.cli.hydra_main, rlrun.batching.run_chunk) from the "
+    "objective": "read by the sweep's task function (rlrun.cli.hydra_main, rlrun.sweeps.batching.run_chunk) from the "
     "summary train() returns",
     "optimizer._partial_": "for hydra.utils.instantiate (the optimizer needs the parameters); build calls the class "
     "that optimizer._target_ names",
@@ -76,7 +76,7 @@ TINY_RUN = [
     "buffer.capacity=1000",
     "env.max_episode_steps=100",
 ]
-VALIDATE_FILE = Path(inspect.getfile(rlrun.validate))
+VALIDATE_FILE = Path(inspect.getfile(rlrun.config.validate))
 
 
 def _leaf_keys(node, prefix=""):
@@ -124,7 +124,7 @@ class _ReadDict(dict):
 def config_reads(monkeypatch):
     """The key paths (`algo.tau`) that the code reads from any DictConfig from now on: attribute and item
     reads, and a group turned into a plain dict (`plain(cfg.network)`) as its keys are taken. Not reads:
-    rlrun.validate's checks, and dumps of the whole config (to_container/to_yaml of the root: the saved
+    rlrun.config.validate's checks, and dumps of the whole config (to_container/to_yaml of the root: the saved
     config, TensorBoard's hparams)."""
     reads = set()
     busy = []  # omegaconf calls itself: record the outermost read only
@@ -255,7 +255,7 @@ def test_wrong_type_fails_at_composition_naming_the_key(compose):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cuda_without_cuda_is_a_clear_error():
-    from rlrun.device import resolve_device
+    from rlrun.training.device import resolve_device
 
     with pytest.raises(ConfigError, match="device.type='cuda'.*no CUDA device"):
         resolve_device("cuda")

@@ -13,11 +13,11 @@ import pytest
 import torch
 from test_reliability import ENV, TINY, cli, digest, in_process, train
 
-from rlrun import jobs
+from rlrun.training import jobs
 
 CONF = Path(__file__).resolve().parents[2] / "conf"  # rlrun's own configs (the package rlrun.conf)
 TESTS = Path(__file__).resolve().parent
-EXIT_ENV = 5  # the env raised (rlrun.jobs, docs/reliability.md)
+EXIT_ENV = 5  # the env raised (rlrun.training.jobs, docs/reliability.md)
 
 
 @pytest.fixture(scope="module")

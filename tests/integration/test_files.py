@@ -1,6 +1,6 @@
 """Files are never written through links; damaged files a run appends to are named in one line, never a
 traceback and never silently rewritten (issue 28, docs/reliability.md): resumes and evaluations of a real
-run. The same without a run (rlrun.rundir, the logger, the sweep report): tests/unit/test_files_checks.py."""
+run. The same without a run (rlrun.storage.rundir, the logger, the sweep report): tests/unit/test_files_checks.py."""
 
 import json
 

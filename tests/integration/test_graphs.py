@@ -1,4 +1,4 @@
-"""Recorded update phases (rlrun.graphs): what a CUDA graph needs, checked on the CPU; the graphs on CUDA.
+"""Recorded update phases (rlrun.training.graphs): what a CUDA graph needs, checked on the CPU; the graphs on CUDA.
 
 A step recorded in a CUDA graph must never read a value back to the host (a read during recording fails,
 and one that slipped through would be frozen into the graph). On the CPU the same step code runs eagerly,
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from rlrun.build import build
 from rlrun.errors import NonFiniteError
-from rlrun.graphs import GraphedUpdates
+from rlrun.training.build import build
+from rlrun.training.graphs import GraphedUpdates
 
 CONFIGS = {
     "default": [],
@@ -150,9 +150,9 @@ def test_a_cuda_graph_run_trains(tmp_path, overrides):
 
 @cuda
 def test_the_graphed_actor_acts_as_the_eager_actor():
-    from rlrun.acting import GreedyActor
-    from rlrun.graphs import GraphedActor
-    from rlrun.networks import QNetwork
+    from rlrun.algos.acting import GreedyActor
+    from rlrun.nets.networks import QNetwork
+    from rlrun.training.graphs import GraphedActor
 
     net = QNetwork(4, 2).cuda()
     actor = GreedyActor(net, torch.device("cuda"))
@@ -165,8 +165,8 @@ def test_the_graphed_actor_acts_as_the_eager_actor():
 
 @pytest.mark.parametrize("override", ["algo.on_nonfinite=skip", "device.amp=fp16"])
 def test_cuda_graphs_refuse_what_decides_on_the_host_per_update(override, compose):
+    from rlrun.config.validate import validate
     from rlrun.errors import ConfigError
-    from rlrun.validate import validate
 
     with pytest.raises(ConfigError, match=override.split("=")[0]):
         validate(compose("device.cuda_graphs=true", override))

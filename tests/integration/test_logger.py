@@ -4,12 +4,18 @@ import pytest
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rlrun.logger import RunLogger
+from rlrun.logs.logger import RunLogger
+from rlrun.training.build import config_record
 
 
 def test_episodes_ending_at_one_vector_step_give_one_mean_return_point(tmp_path):
     log = RunLogger(
-        tmp_path, OmegaConf.create({"seed": 0}), total_steps=64, reward_threshold=2.5, progress_bar=False, window=2
+        tmp_path,
+        config_record(OmegaConf.create({"seed": 0})),
+        total_steps=64,
+        reward_threshold=2.5,
+        progress_bar=False,
+        window=2,
     )
     assert log.episodes_end(16, [(16, 1.0, 5)]) is False
     # two envs end at step 32: the window becomes [2, 3] after the second, whose mean 2.5 solves
@@ -28,7 +34,7 @@ def test_episodes_ending_at_one_vector_step_give_one_mean_return_point(tmp_path)
     assert rows[1:] == ["16,1,1.0,5", "31,2,2.0,7", "32,3,3.0,9"]
 
 
-# --- logging backends (rlrun.sinks) ------------------------------------------------------------------
+# --- logging backends (rlrun.logs.sinks) ------------------------------------------------------------------
 
 
 def read_wandb_records(path):
@@ -75,7 +81,7 @@ def hand_made_run(log):
 def test_every_backend_gets_the_same_scalars_params_and_summary(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
     pytest.importorskip("wandb")
-    from rlrun.sinks import SinkRun, make_sinks
+    from rlrun.logs.sinks import SinkRun, make_sinks
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -84,7 +90,9 @@ def test_every_backend_gets_the_same_scalars_params_and_summary(tmp_path, monkey
     cfg = OmegaConf.create({"seed": 3, "algo": {"gamma": 0.9}})
     backends = {"tensorboard": {}, "csv": {}, "mlflow": {"tracking_uri": None, "experiment": None}, "wandb": {}}
     run = SinkRun(tmp_path, tmp_path, "run-a", "unit")
-    log = RunLogger(tmp_path, cfg, 64, 2.5, progress_bar=False, window=2, sinks=make_sinks(backends, run))
+    log = RunLogger(
+        tmp_path, config_record(cfg), 64, 2.5, progress_bar=False, window=2, sinks=make_sinks(backends, run)
+    )
     summary = hand_made_run(log)
     expected = {
         "charts/episodic_return": [(16, 1.0), (31, 2.0), (32, 3.0)],
@@ -124,7 +132,14 @@ def test_every_backend_gets_the_same_scalars_params_and_summary(tmp_path, monkey
     ids = summary["logged_to"]["mlflow"]["run_id"], summary["logged_to"]["wandb"]["id"]
     resumed = SinkRun(tmp_path, tmp_path, "run-a", "unit", resume_step=32)
     log = RunLogger(
-        tmp_path, cfg, 64, 2.5, progress_bar=False, window=2, resume_step=32, sinks=make_sinks(backends, resumed)
+        tmp_path,
+        config_record(cfg),
+        64,
+        2.5,
+        progress_bar=False,
+        window=2,
+        resume_step=32,
+        sinks=make_sinks(backends, resumed),
     )
     log.scalars(48, {"losses/td_loss": 0.25})
     again = log.close(64)
@@ -136,8 +151,8 @@ def test_every_backend_gets_the_same_scalars_params_and_summary(tmp_path, monkey
 def test_logger_group_composes_several_backends_and_refuses_a_missing_package(compose, monkeypatch):
     import importlib.util
 
+    from rlrun.config.validate import validate
     from rlrun.errors import ConfigError
-    from rlrun.validate import validate
 
     cfg = compose("logger=[tensorboard,mlflow]")
     assert cfg.logger.tensorboard is not None and cfg.logger.mlflow.tracking_uri is None
@@ -152,7 +167,7 @@ def test_logger_group_composes_several_backends_and_refuses_a_missing_package(co
 @pytest.mark.slow  # ~9 s: a second MLflow store is created
 def test_batched_agents_are_runs_of_their_own(compose, tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
-    from rlrun import build
+    from rlrun.training import build
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     cfg = compose("seeds=2", "seed=5", "logger=mlflow", "log.progress_bar=false")
@@ -172,8 +187,8 @@ def test_batched_agents_are_runs_of_their_own(compose, tmp_path, monkeypatch):
 def test_two_wandb_runs_in_one_process_keep_the_service_logs_in_their_own_dirs(tmp_path, monkeypatch):
     """W&B's service logs went into the first run's directory for every later run of the process."""
     pytest.importorskip("wandb")
-    from rlrun.sinks.base import SinkRun
-    from rlrun.sinks.wandb import WandbSink
+    from rlrun.logs.sinks.base import SinkRun
+    from rlrun.logs.sinks.wandb import WandbSink
 
     monkeypatch.delenv("WANDB_CACHE_DIR", raising=False)
     for name in ("a", "b"):

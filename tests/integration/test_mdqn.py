@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from rlrun.algos.mdqn import MunchausenLoss, mdqn_learner, munchausen_target
+from rlrun.config.validate import validate
 from rlrun.errors import ConfigError
 from rlrun.replay import Batch
-from rlrun.validate import validate
 
 # --- the target, by hand ---------------------------------------------------------------------------------
 # Identity nets: an observation IS its Q-values, Q(s, .) = s. temperature 0.5, alpha 0.9, l0 -1.
@@ -152,7 +152,7 @@ def test_an_update_step_moves_q_towards_the_target():
 
 
 def test_non_scalar_heads_and_losses_are_refused_by_the_loss_module():
-    from rlrun.networks import QNetwork
+    from rlrun.nets.networks import QNetwork
 
     with pytest.raises(ValueError, match="scalar"):
         MunchausenLoss(QNetwork(1, 2, num_atoms=5, v_min=0, v_max=1), nn.Identity())
@@ -166,7 +166,7 @@ def test_non_scalar_heads_and_losses_are_refused_by_the_loss_module():
 def test_mdqn_composes_with_the_papers_values(compose):
     from omegaconf import OmegaConf
 
-    from rlrun.validate import from_saved
+    from rlrun.config.saved import from_saved
 
     for overrides in (["algo=mdqn"], ["algo=mdqn", "env=acrobot", "network=dueling", "buffer=per"]):
         cfg = compose(*overrides)

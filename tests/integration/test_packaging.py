@@ -116,7 +116,7 @@ def test_the_wheel_holds_every_config_and_both_launchers(tmp_path):
 
 
 def test_a_single_run_imports_none_of_the_report_extra():
-    modules = "rlrun.cli, rlrun.run, rlrun.build, rlrun.loop, rlrun.callbacks"
+    modules = "rlrun.cli, rlrun.run, rlrun.training.build, rlrun.training.loop, rlrun.sweeps.callbacks"
     code = f"import sys, {modules}; print(sorted(set(sys.modules) & {{'pandas', 'scipy', 'rliable', 'tabulate'}}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

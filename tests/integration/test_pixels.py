@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from test_reliability import in_process
 
-from rlrun import memory, preflight
+from rlrun.config import preflight
 from rlrun.errors import ConfigError
+from rlrun.replay import memory
 
 pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
@@ -39,7 +40,7 @@ gym.register("rlrun_pixels/Tiny-v0", entry_point=Screen, kwargs={"shape": (8, 8)
 
 
 def check(*overrides, available=None, monkeypatch=None):
-    """The pre-flight of one job (`rlrun.preflight.check_job`), with the memory reader patched if asked."""
+    """The pre-flight of one job (`rlrun.config.preflight.check_job`), with the memory reader patched if asked."""
     if available is not None:
         monkeypatch.setattr(memory, "available_memory", lambda: available)
     preflight.check_job(preflight.task_config(preflight.compose(list(overrides))), {})
@@ -110,8 +111,8 @@ def test_a_large_replay_is_announced_in_one_line_and_a_small_one_is_not(monkeypa
     ],
 )
 def test_the_estimate_is_what_build_allocates(compose, overrides):
-    """Every byte of replay storage `rlrun.build` allocates, as the estimate counts it."""
-    from rlrun.build import build
+    """Every byte of replay storage `rlrun.training.build` allocates, as the estimate counts it."""
+    from rlrun.training.build import build
 
     cfg = compose(*overrides, "device=cpu", "eval.interval=0")
     parts = build(cfg)
@@ -134,7 +135,7 @@ ATARI = {"noop_max": 30, "frame_skip": 4, "screen_size": 84, "terminal_on_life_l
 def noop_play(game, backend, fire_reset, steps, train=False, seed=3):
     """Lives after `steps` agent steps of NOOP (an untrained greedy agent that never presses FIRE), and the
     frames seen."""
-    from rlrun.envs import make_vector_env
+    from rlrun.envs.vector import make_vector_env
 
     atari = {**ATARI, "backend": backend, "fire_reset": fire_reset}
     envs = make_vector_env(f"ALE/{game}-v5", 2, frame_stack=4, atari=atari, train=train)
@@ -160,7 +161,7 @@ def test_breakout_gets_fire_at_every_life_start_with_either_backend(backend):
 def test_games_that_do_not_wait_for_fire_are_played_as_before(compose):
     """auto presses nothing in a game that moves by itself (Pong's documented figures stay as they were),
     true presses FIRE in any game that has it, and a game without FIRE is the same either way."""
-    from rlrun.envs import make_vector_env
+    from rlrun.envs.vector import make_vector_env
 
     assert compose("env=atari").env.atari.fire_reset == "auto"
     pong = make_vector_env("ALE/Pong-v5", 1, frame_stack=4, atari={**ATARI, "fire_reset": "auto"})

@@ -16,11 +16,12 @@ import torch
 from test_saved_configs import HELPERS, MODULE_ID
 
 import rlrun
-from rlrun import checkpoint as ckpt, export
-from rlrun.build import make_network
+from rlrun import export
+from rlrun.config.saved import from_saved
 from rlrun.errors import ConfigError
 from rlrun.policy import BatchedRunError
-from rlrun.validate import from_saved
+from rlrun.storage import checkpoint as ckpt
+from rlrun.training.build import make_network
 
 TINY = ["total_steps=300", "algo.learning_starts=100", "eval.interval=0", "log.plot=false"]
 TINY += ["log.progress_bar=false", "logger=[]"]

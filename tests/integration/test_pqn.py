@@ -8,9 +8,10 @@ from omegaconf import OmegaConf
 from test_config import _leaf_keys, config_reads  # noqa: F401  (a fixture)
 
 from rlrun.algos.pqn import lambda_returns, pqn_learner
+from rlrun.config.saved import from_saved
+from rlrun.config.validate import validate
 from rlrun.errors import ConfigError
-from rlrun.rollout import Rollout
-from rlrun.validate import from_saved, validate
+from rlrun.replay.rollout import Rollout
 
 # --- Q(lambda) returns, by hand -------------------------------------------------------------------------
 # gamma = 0.5, lambda = 0.5, every reward 1, next values v' = 2, 4, 6, 8 at t = 0..3.
@@ -86,8 +87,8 @@ def test_returns_bootstrap_from_the_real_next_observation_under_the_current_netw
 def test_minibatches_cover_the_rollout_once_per_epoch_per_agent():
     agents, num_envs, steps = 2, 2, 4
     rollout = filled_rollout(agents, num_envs, steps)
-    from rlrun.networks import QNetwork
-    from rlrun.stacked import stack_networks
+    from rlrun.nets.networks import QNetwork
+    from rlrun.nets.stacked import stack_networks
 
     nets = [QNetwork(1, 2, hidden_sizes=[8]) for _ in range(agents)]
     net = stack_networks(nets)

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from rlrun.acting import numpy_forward
+from rlrun.algos.acting import numpy_forward
 from rlrun.algos.dqn import dqn_learner
 from rlrun.errors import ConfigError
-from rlrun.networks import QNetwork
-from rlrun.quantile import cosine_features, quantile_huber_loss, quantile_midpoints
+from rlrun.nets.networks import QNetwork
+from rlrun.nets.quantile import cosine_features, quantile_huber_loss, quantile_midpoints
 from rlrun.replay import Batch
 
 TAUS = torch.tensor([0.25, 0.75])
@@ -214,7 +214,7 @@ def test_loss_must_fit_a_quantile_network():
     ],
 )
 def test_bad_quantile_configs_are_refused_by_key(compose, overrides, key):
-    from rlrun.validate import validate
+    from rlrun.config.validate import validate
 
     with pytest.raises(ConfigError) as e:
         validate(compose(*overrides))
@@ -223,7 +223,7 @@ def test_bad_quantile_configs_are_refused_by_key(compose, overrides, key):
 
 @pytest.mark.parametrize("network", ["qrdqn", "iqn"])
 def test_quantile_options_compose_and_validate(compose, network):
-    from rlrun.validate import validate
+    from rlrun.config.validate import validate
 
     cfg = compose(f"network={network}", "buffer=per", "network.dueling=true", "network.noisy=true")
     validate(cfg)

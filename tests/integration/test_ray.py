@@ -22,7 +22,7 @@ def test_the_launcher_plugin_is_found_and_composes():
     from hydra.core.plugins import Plugins
     from hydra.plugins.launcher import Launcher
 
-    from rlrun.preflight import compose
+    from rlrun.config.preflight import compose
 
     launchers = {cls.__module__ + "." + cls.__name__ for cls in Plugins.instance().discover(Launcher)}
     assert "hydra_plugins.rlrun_ray_launcher.ray_launcher.RayLauncher" in launchers

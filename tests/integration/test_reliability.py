@@ -18,7 +18,7 @@ import yaml
 from entrypoints import in_process  # noqa: F401  (imported from here by the other modules)
 from test_reliability_checks import BAD_CONFIGS
 
-from rlrun import checkpoint as ckpt, rundir
+from rlrun.storage import checkpoint as ckpt, rundir
 
 TINY = [
     "total_steps=640",
@@ -331,10 +331,10 @@ def test_a_signal_before_the_loop_starts_leaves_no_directory(tmp_path):
 def test_a_signal_during_the_imports_imports_nothing_from_its_handler():
     """A signal can land while a module is half imported (the flaky case of the test above: `filelock`
     meeting a half-made `logging`); the handler must not import anything then. Here any import of filelock
-    fails, as it would mid-import, and rlrun.rundir is not imported yet: one line, exit 143."""
+    fails, as it would mid-import, and rlrun.storage.rundir is not imported yet: one line, exit 143."""
     probe = (
         "import os, signal, sys; from rlrun import signals; signals.stop_on_signal(); "
-        "assert 'rlrun.rundir' not in sys.modules; sys.modules['filelock'] = None; "
+        "assert 'rlrun.storage.rundir' not in sys.modules; sys.modules['filelock'] = None; "
         "os.kill(os.getpid(), signal.SIGTERM)"
     )
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=ENV, timeout=120)
@@ -367,7 +367,7 @@ def test_updates_wait_until_a_batch_can_be_drawn(compose, tmp_path, overrides):
 
 @pytest.mark.parametrize("env_id", ["FrozenLake-v1", "Taxi-v4"])
 def test_discrete_observations_are_one_hot(compose, tmp_path, env_id):
-    from rlrun.envs import make_vector_env
+    from rlrun.envs.vector import make_vector_env
 
     envs = make_vector_env(env_id, 2)
     obs, _ = envs.reset(seed=0)

@@ -12,8 +12,8 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_reliability import copy_run, in_process
 
-from rlrun import checkpoint as ckpt
 from rlrun.errors import NonFiniteError
+from rlrun.storage import checkpoint as ckpt
 
 ARGS = [
     "algo.learning_starts=300",

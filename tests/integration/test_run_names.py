@@ -15,11 +15,11 @@ import yaml
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from rlrun.config import register_configs
+from rlrun.config.runnames import MAX_CHARS, job_subdir, run_part
+from rlrun.config.schemas import register_configs
+from rlrun.logs.sinks import run_name
 from rlrun.report import load_sweep, write_report
 from rlrun.report.tables import pooled
-from rlrun.runnames import MAX_CHARS, job_subdir, run_part
-from rlrun.sinks import run_name
 
 TINY = ["total_steps=300", "algo.learning_starts=100", "eval.interval=0", "log.plot=false", "log.progress_bar=false"]
 
@@ -166,7 +166,7 @@ def test_one_value_written_two_ways_is_one_configuration(tmp_path, key, values, 
 @pytest.mark.slow  # MLflow's and W&B's imports and a store (~15 s); CI has neither package
 def test_a_sweeps_runs_share_one_mlflow_store_and_one_wandb_group(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
-    from rlrun.sinks import SinkRun, make_sinks
+    from rlrun.logs.sinks import SinkRun, make_sinks
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     sweep = tmp_path / "multirun" / "CartPole-v1__dqn__t0"
@@ -196,7 +196,7 @@ def test_a_sweeps_runs_share_one_mlflow_store_and_one_wandb_group(tmp_path, monk
     assert not (single / "mlruns").exists()
 
     wandb = pytest.importorskip("wandb")
-    from rlrun.sinks.wandb import WandbSink
+    from rlrun.logs.sinks.wandb import WandbSink
 
     seen = {}
 

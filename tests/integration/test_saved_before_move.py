@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import yaml
-
 from entrypoints import in_process
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "saved_before_move"

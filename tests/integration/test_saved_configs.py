@@ -11,9 +11,10 @@ import yaml
 from omegaconf import OmegaConf
 from test_reliability import TINY, cli, copy_run, digest, in_process, train
 
-from rlrun import checkpoint as ckpt, saved
+from rlrun.config import saved
+from rlrun.config.saved import from_saved
 from rlrun.errors import ConfigError
-from rlrun.validate import from_saved
+from rlrun.storage import checkpoint as ckpt
 
 MODULE_ID = "helpers:CartPole-v1"
 # A module that, imported, leaves a file next to itself and in the directory it was imported from.

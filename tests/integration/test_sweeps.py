@@ -121,7 +121,7 @@ def test_optuna_preset_runs_trials_and_returns_the_objective(tmp_path):
 
 
 def test_the_robust_search_scores_each_trial_over_its_seeds(tmp_path):
-    from rlrun import summary
+    from rlrun.storage import summary
 
     args = ["+hparams_search=robust", "hydra.sweeper.n_trials=2", "seeds=2", "total_steps=1200", "eval.interval=600"]
     proc = subprocess.run(

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from rlrun.algos.dqn import dqn_learner
-from rlrun.envs import finished_episodes, make_vector_env, next_obs_for_storage
-from rlrun.nstep import NStepAccumulator
+from rlrun.envs.vector import finished_episodes, make_vector_env, next_obs_for_storage
 from rlrun.replay import Batch
+from rlrun.replay.nstep import NStepAccumulator
 
 
 def rollout(env_id, num_envs, steps, gamma=0.9):

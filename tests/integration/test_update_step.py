@@ -1,4 +1,4 @@
-"""The one update step (rlrun.update) serves every algorithm: PQN gets what DQN has (fp16 with its loss
+"""The one update step (rlrun.algos.update) serves every algorithm: PQN gets what DQN has (fp16 with its loss
 scaler, torch.compile, a stacked agent that turns non-finite stops alone)."""
 
 import warnings
@@ -8,9 +8,9 @@ import torch
 
 from rlrun.algos.pqn import pqn_learner
 from rlrun.errors import NonFiniteError
-from rlrun.networks import QNetwork
+from rlrun.nets.networks import QNetwork
+from rlrun.nets.stacked import stack_networks
 from rlrun.replay import Batch
-from rlrun.stacked import stack_networks
 
 
 def pqn_batch(returns: torch.Tensor, agents: int | None = None, n: int = 16) -> Batch:

@@ -7,10 +7,11 @@ import re
 
 from omegaconf import OmegaConf
 
-from rlrun.logger import RunLogger
-from rlrun.population import Population, ProgressLines
+from rlrun.logs.logger import RunLogger
 from rlrun.resume import resume
 from rlrun.run import train
+from rlrun.training.build import config_record
+from rlrun.training.population import Population, ProgressLines
 
 # CartPole's 16 envs: every step count here is a whole number of vector steps (400 = 25 of them).
 QUIET = [
@@ -55,12 +56,12 @@ class CsvRows(logging.Handler):
 def test_a_run_without_a_bar_names_its_directory_and_prints_progress_lines(compose, tmp_path, caplog):
     run = tmp_path / "run"
     rows = CsvRows(run / "episodes.csv")
-    logging.getLogger("rlrun.population").addHandler(rows)
+    logging.getLogger("rlrun.training.population").addHandler(rows)
     caplog.set_level(logging.INFO, logger="rlrun")
     try:
         summary = train(compose(*QUIET, "total_steps=1600"), run)
     finally:
-        logging.getLogger("rlrun.population").removeHandler(rows)
+        logging.getLogger("rlrun.training.population").removeHandler(rows)
     messages = [r.getMessage() for r in caplog.records]
     assert messages[0] == f"rlrun: run {run} on cpu (1 thread)"
     lines = progress_lines(caplog.records)
@@ -88,7 +89,7 @@ def test_a_batch_of_agents_prints_one_line_per_log(compose, tmp_path, caplog):
 
 
 def test_progress_lines_come_every_interval_seconds_and_at_the_end(tmp_path):
-    logger = RunLogger(tmp_path, OmegaConf.create({}), 1000, None, progress_bar=False, sinks=[])
+    logger = RunLogger(tmp_path, config_record(OmegaConf.create({})), 1000, None, progress_bar=False, sinks=[])
     logger.episodes_end(16, [(16, 9.0, 16)])
     lines = ProgressLines(1000, 0, 3600.0)
     assert lines.line(500, [logger]) is None  # an hour has not passed
@@ -100,8 +101,8 @@ def test_progress_lines_come_every_interval_seconds_and_at_the_end(tmp_path):
 def test_lines_only_where_the_bar_does_not_show(tmp_path):
     (tmp_path / "bar").mkdir()
     (tmp_path / "plain").mkdir()
-    shown = RunLogger(tmp_path / "bar", OmegaConf.create({}), 100, None, progress_bar=True, sinks=[])
-    hidden = RunLogger(tmp_path / "plain", OmegaConf.create({}), 100, None, progress_bar=False, sinks=[])
+    shown = RunLogger(tmp_path / "bar", config_record(OmegaConf.create({})), 100, None, progress_bar=True, sinks=[])
+    hidden = RunLogger(tmp_path / "plain", config_record(OmegaConf.create({})), 100, None, progress_bar=False, sinks=[])
     for logger in (shown, hidden):
         population = Population(logger.out_dir, [0], 1, [logger])
         population.watch(100, 0, 30.0)
@@ -110,7 +111,7 @@ def test_lines_only_where_the_bar_does_not_show(tmp_path):
 
 
 def test_episodes_csv_is_flushed_at_every_log(tmp_path):
-    logger = RunLogger(tmp_path, OmegaConf.create({}), 100, None, progress_bar=False, sinks=[])
+    logger = RunLogger(tmp_path, config_record(OmegaConf.create({})), 100, None, progress_bar=False, sinks=[])
     logger.episodes_end(16, [(15, 1.0, 15), (16, 2.0, 16)])
     logger.progress(16, 100.0)
     assert (tmp_path / "episodes.csv").read_text().splitlines()[1:] == ["15,1,1.0,15", "16,2,2.0,16"]

@@ -10,7 +10,7 @@ import subprocess
 import matplotlib.font_manager  # noqa: F401
 import pytest
 
-import rlrun.loop
+import rlrun.training.loop
 
 
 @pytest.fixture(autouse=True)
@@ -21,6 +21,6 @@ def _unit_tests_never_train(request, monkeypatch):
 
         return refused
 
-    monkeypatch.setattr(rlrun.loop.Trainer, "run", refuse("runs a Trainer"))
+    monkeypatch.setattr(rlrun.training.loop.Trainer, "run", refuse("runs a Trainer"))
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse("starts a subprocess"))
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse("starts a process"))

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from rlrun.acting import GreedyActor, numpy_forward
-from rlrun.networks import QNetwork
-from rlrun.stacked import StackedQNetwork
+from rlrun.algos.acting import GreedyActor, numpy_forward
+from rlrun.nets.networks import QNetwork
+from rlrun.nets.stacked import StackedQNetwork
 
 MLP_VARIANTS = [
     dict(hidden_sizes=[64, 64]),

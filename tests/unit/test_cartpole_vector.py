@@ -1,12 +1,12 @@
-"""rlrun.cartpole: CartPole-v1 as one numpy vector env gives the sync vector env's numbers bit for bit."""
+"""rlrun.envs.cartpole: CartPole-v1 as one numpy vector env gives the sync vector env's numbers bit for bit."""
 
 import numpy as np
 import pytest
 
-from rlrun import checkpoint as ckpt
-from rlrun.cartpole import CartPoleVectorEnv
-from rlrun.envs import finished_episodes, make_vector_env, next_obs_for_storage
+from rlrun.envs.cartpole import CartPoleVectorEnv
+from rlrun.envs.vector import finished_episodes, make_vector_env, next_obs_for_storage
 from rlrun.errors import ConfigError
+from rlrun.storage import checkpoint as ckpt
 
 
 def pair(num_envs, max_episode_steps=None, vectorization="sync"):

@@ -5,9 +5,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlrun.build import build
+from rlrun.envs.wrappers import DiscretizeAction
 from rlrun.errors import ConfigError
-from rlrun.wrappers import DiscretizeAction
+from rlrun.training.build import build
 
 
 def test_pendulum_bins_hit_the_edges_and_the_centre():
@@ -43,7 +43,7 @@ def test_continuous_env_without_bins_names_the_fix(compose):
 def test_atari_preprocessing_shapes_dtypes_and_rewards():
     pytest.importorskip("ale_py")
     pytest.importorskip("cv2")
-    from rlrun.envs import finished_episodes, make_vector_env
+    from rlrun.envs.vector import finished_episodes, make_vector_env
 
     atari = {"noop_max": 30, "frame_skip": 4, "screen_size": 84, "terminal_on_life_loss": True}
     envs = make_vector_env("ALE/Breakout-v5", 1, frame_stack=4, atari=atari, clip_reward=1.0)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlrun.algos.dqn import dqn_learner
-from rlrun.networks import NoisyLinear, QNetwork
+from rlrun.nets.networks import NoisyLinear, QNetwork
 from rlrun.replay import Batch
 
 

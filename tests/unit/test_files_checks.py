@@ -1,5 +1,5 @@
 """Files are never written through links, and damaged files are named in one line (issue 28,
-docs/reliability.md), checked without a run: rlrun.rundir's writes, the logger, the sweep report. The
+docs/reliability.md), checked without a run: rlrun.storage.rundir's writes, the logger, the sweep report. The
 resumes and evaluations of real runs: tests/integration/test_files.py."""
 
 import math
@@ -9,9 +9,10 @@ from entrypoints import in_process
 from omegaconf import OmegaConf
 from test_report import make_run
 
-from rlrun import rundir
-from rlrun.logger import RunLogger
+from rlrun.logs.logger import RunLogger
 from rlrun.report import write_report
+from rlrun.storage import rundir
+from rlrun.training.build import config_record
 
 PRECIOUS = b"a file outside the run\n"
 
@@ -47,7 +48,7 @@ def test_a_file_appended_to_is_never_opened_through_a_link(tmp_path):
         rundir.open_append(tmp_path / "agent" / "episodes.csv")
     # An agent's directory of a batched group is not claimed by the resume: its logger checks it itself.
     with pytest.raises(rundir.RunDirError, match="never writes through a link"):
-        RunLogger(tmp_path / "agent", OmegaConf.create({}), 100, None, False, resume_step=10, sinks=[])
+        RunLogger(tmp_path / "agent", config_record(OmegaConf.create({})), 100, None, False, resume_step=10, sinks=[])
     assert_untouched(outside, ["episodes.csv"])
 
 

@@ -6,9 +6,9 @@ import torch
 from gymnasium import spaces
 from gymnasium.wrappers import FrameStackObservation
 
-from rlrun.envs import next_obs_for_storage
-from rlrun.frames import FrameStore
+from rlrun.envs.vector import next_obs_for_storage
 from rlrun.replay import Batch
+from rlrun.replay.frames import FrameStore
 
 
 class FrameEnv(gym.Env):

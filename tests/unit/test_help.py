@@ -1,4 +1,5 @@
-"""`--help` describes every key of the chosen algorithm's own schema (rlrun/algos), not only rlrun/config.py's."""
+"""`--help` describes every key of the chosen algorithm's own schema (rlrun/algos), not only
+rlrun/config/schemas.py's."""
 
 import re
 

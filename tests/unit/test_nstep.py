@@ -5,7 +5,7 @@ from operator import itemgetter
 import numpy as np
 import pytest
 
-from rlrun.nstep import NStepAccumulator
+from rlrun.replay.nstep import NStepAccumulator
 
 G = 0.5
 

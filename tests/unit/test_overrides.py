@@ -1,10 +1,10 @@
-"""A command line's overrides read against the config before Hydra composes them (rlrun.overrides):
+"""A command line's overrides read against the config before Hydra composes them (rlrun.config.overrides):
 integral floats for integer keys, and rlrun's own line for an unknown key with a near name."""
 
 import pytest
 from entrypoints import in_process
 
-from rlrun.overrides import integral, may_be_integral, nearest_key
+from rlrun.config.overrides import integral, may_be_integral, nearest_key
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import rlrun
-from rlrun import rundir
+from rlrun.storage import rundir
 
 BAD_CONFIGS = [
     (["network=duelling"], "dueling"),
@@ -24,8 +24,8 @@ BAD_CONFIGS = [
 
 @pytest.mark.parametrize("args, says", BAD_CONFIGS)
 def test_every_bad_config_is_refused_before_anything_is_written(tmp_path, monkeypatch, args, says):
-    """The check the command runs first (rlrun.preflight): one line naming the key, nothing written."""
-    from rlrun import preflight
+    """The check the command runs first (rlrun.config.preflight): one line naming the key, nothing written."""
+    from rlrun.config import preflight
     from rlrun.errors import ConfigError
 
     monkeypatch.chdir(tmp_path)
@@ -51,7 +51,7 @@ def test_torch_write_errors_become_oserror_and_keep_the_old_file(tmp_path, monke
 
 def test_keys_of_every_option_are_in_the_schema(compose):
     """Every group option and preset composes into a config the schema accepts (no stray keys)."""
-    from rlrun.validate import validate
+    from rlrun.config.validate import validate
 
     conf = Path(rlrun.__file__).parent / "conf"
     pixels = {"env=atari": "network=cnn", "network=cnn": "env=atari"}

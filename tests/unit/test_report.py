@@ -143,7 +143,7 @@ def test_the_report_without_its_extra_says_how_to_install_it(monkeypatch, tmp_pa
 def test_a_sweep_without_the_report_extra_ends_with_one_line_saying_so(monkeypatch, tmp_path, caplog):
     from omegaconf import OmegaConf
 
-    from rlrun.callbacks import ReportCallback
+    from rlrun.sweeps.callbacks import ReportCallback
 
     without(monkeypatch, "scipy")
     ReportCallback().on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}}))

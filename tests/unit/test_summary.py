@@ -1,10 +1,11 @@
-"""summary.json (rlrun.summary): the same bytes as ever for each kind, read back as written, damage refused."""
+"""summary.json (rlrun.storage.summary): the same bytes as ever for each kind, read back as written, damage refused."""
 
 import pytest
 from omegaconf import OmegaConf
 
-from rlrun import summary
-from rlrun.summary import DamagedJob
+from rlrun.storage import summary
+from rlrun.storage.summary import DamagedJob
+from rlrun.training.build import config_record
 
 RUN = summary.of_run(
     status="solved",
@@ -91,12 +92,14 @@ def test_a_runs_summary_is_written_in_its_fields_order_with_two_space_indent(tmp
 
 
 def test_the_run_logger_writes_that_summary(tmp_path, monkeypatch):
-    """RunLogger.close goes through rlrun.summary: the file of a run with no logging backend."""
-    import rlrun.logger
+    """RunLogger.close goes through rlrun.storage.summary: the file of a run with no logging backend."""
+    import rlrun.logs.logger
 
     clock = iter([100.0, 104.0])  # the logger's start, then its close: 4 s of wall time
-    monkeypatch.setattr(rlrun.logger.time, "perf_counter", lambda: next(clock))
-    logger = rlrun.logger.RunLogger(tmp_path, OmegaConf.create({"seed": 0}), 100, 10.0, progress_bar=False, sinks=[])
+    monkeypatch.setattr(rlrun.logs.logger.time, "perf_counter", lambda: next(clock))
+    logger = rlrun.logs.logger.RunLogger(
+        tmp_path, config_record(OmegaConf.create({"seed": 0})), 100, 10.0, progress_bar=False, sinks=[]
+    )
     logger.episodes_end(8, [(8, 1.0, 8), (8, 3.0, 8)])
     closed = logger.close(8, extra={"gradient_updates": 2})
     assert (tmp_path / "summary.json").read_text() == (
@@ -136,7 +139,7 @@ def test_a_failed_jobs_summary_is_its_status_and_error(tmp_path):
 
 
 def test_the_objective_is_the_final_training_return_and_none_for_a_failed_or_missing_job(tmp_path):
-    from rlrun.batching import objective
+    from rlrun.sweeps.batching import objective
 
     assert summary.objective(RUN) == 12.5
     assert summary.objective(summary.of_failure("x")) is None

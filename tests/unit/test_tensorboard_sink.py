@@ -5,7 +5,7 @@ import time
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rlrun.sinks.tensorboard import TensorBoardSink
+from rlrun.logs.sinks.tensorboard import TensorBoardSink
 
 
 def test_a_resume_in_the_same_second_as_the_dead_process_is_read_after_it(tmp_path):

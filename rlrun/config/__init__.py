@@ -1,0 +1,1 @@
+"""Reading the config: schemas, validation, the checks before Hydra runs, run names, saved configs."""

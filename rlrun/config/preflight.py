@@ -1,0 +1,294 @@
+"""The checks a command line passes before Hydra creates or writes any directory.
+
+Hydra composes the config and writes `<run dir>/.hydra/` before the task function runs, and reports a
+composition error with exit code 1. So `python -m rlrun.train` first composes every job of the command
+here, with Hydra's own parser, sweeper expansion and compose API, and checks it the way a run would
+(schema, values, the env's spaces, the device). A refused command exits 2 and leaves nothing behind.
+Then the run directory is claimed: a new run's directory must be new or empty and is locked for the
+run's life (`rlrun.storage.rundir`); a sweep's directory must be new or empty. The resolved directory is handed
+to Hydra as an explicit override, so both mean the same directory.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from rlrun.config.appconfig import RLRUN_CONFIG, ConfigSource, initialized
+from rlrun.config.overrides import integral, may_be_integral, nearest_key
+from rlrun.config.validate import validate
+from rlrun.envs.pixels import check_ale, check_image_obs
+from rlrun.errors import ConfigError
+from rlrun.logs.sinks.reachable import check_backends
+from rlrun.replay.memory import check_replay
+from rlrun.storage import rundir
+
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+@dataclass
+class Plan:
+    """What the command will do, once checked: the arguments for Hydra, or a run to resume."""
+
+    hydra_argv: list[str]
+    run_dir: Path | None = None  # a single run's directory (claimed), or the run to resume
+    resume: Path | None = None
+    resume_overrides: list[str] = field(default_factory=list)
+
+
+def hydra_quote(value: str) -> str:
+    """`value` as a quoted string of Hydra's override grammar (paths with spaces, `=`, quotes, non-ASCII)."""
+    out = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", value)
+    out = re.sub(r"(\\+)$", lambda m: m.group(1) * 2, out)
+    return f"'{out}'"
+
+
+def one_line(error: BaseException) -> str:
+    """A composition error of Hydra or OmegaConf, with its cause, as one line."""
+    parts: list[str] = []
+    cause: BaseException | None = error
+    while cause is not None and len(parts) < 3:
+        text = " ".join(line.strip() for line in str(cause).splitlines() if line.strip())
+        text = re.sub(r"\s*(full_key:|Config search path:).*", "", text)
+        if text and text not in parts:
+            parts.append(text)
+        cause = cause.__cause__
+    return ": ".join(parts) or type(error).__name__
+
+
+def compose(overrides: list[str], source: ConfigSource = RLRUN_CONFIG) -> DictConfig:
+    """The config of one job, with its `hydra` node (ConfigError for anything Hydra refuses), composed from
+    `source` (rlrun's own config, or the one `--config-name/-path/-dir` choose). Integral floats given to
+    integer keys count as integers (`rlrun.config.overrides.integral`: `total_steps=1e5`)."""
+    if any(may_be_integral(o) for o in overrides):
+        overrides = integral_overrides(overrides, source)
+    try:
+        return _hydra_compose(overrides, source)
+    except Exception as e:  # Hydra's and OmegaConf's composition errors of every kind
+        raise CompositionError(_explained(e, overrides, source)) from None
+
+
+def _hydra_compose(overrides: list[str], source: ConfigSource) -> DictConfig:
+    from hydra import compose as hydra_compose
+
+    from rlrun.config.schemas import register_configs
+
+    register_configs()
+    with initialized(source):
+        return hydra_compose(config_name=source.config_name, overrides=overrides, return_hydra_config=True)
+
+
+def integral_overrides(overrides: list[str], source: ConfigSource) -> list[str]:
+    """`overrides` with integral float literals of integer keys as integers, the keys' types read from the
+    config the other overrides compose (their group choices included); unchanged if those do not compose."""
+    try:
+        defaults = _hydra_compose([o for o in overrides if not may_be_integral(o)], source)
+    except Exception:  # the error is reported when the whole command line is composed
+        return overrides
+    return integral(overrides, defaults)
+
+
+def normalized_argv(argv: list[str]) -> list[str]:
+    """A command line with its integral float literals of integer keys as integers (`total_steps=1e5`),
+    for Hydra's app, which reads the command line itself."""
+    from hydra._internal.utils import get_args_parser
+
+    if not any(may_be_integral(a) for a in argv):  # nothing to read (and argparse's --version would print)
+        return argv
+    try:
+        args = get_args_parser().parse_args(argv)
+    except SystemExit:  # argparse's own usage error: Hydra reports it
+        return argv
+    if not any(may_be_integral(o) for o in args.overrides):
+        return argv
+    fixed = dict(zip(args.overrides, integral_overrides(args.overrides, ConfigSource.from_args(args))))
+    return [fixed.get(a, a) for a in argv]
+
+
+def _explained(error: Exception, overrides: list[str], source: ConfigSource) -> str:
+    """Hydra's message as one line; an unknown key that has a near name gets rlrun's own line instead of
+    Hydra's advice to append it with `+`."""
+    message = one_line(error)
+    try:
+        found = nearest_key(overrides, _hydra_compose([], source)) if overrides else None
+    except Exception:
+        found = None
+    if found is None:
+        return message
+    key, near = found
+    if f"override '{key}'" in message:
+        return f"no key {key} in the config (did you mean {near}?)"
+    return f"{message} (did you mean {near}?)"
+
+
+class CompositionError(ConfigError):
+    def __init__(self, message: str):
+        ValueError.__init__(self, f"Invalid config: {message}")
+        self.key, self.value, self.allowed = "", None, message
+
+
+def job_overrides(overrides: list[str], sweeper: str) -> list[list[str]]:
+    """Each job's overrides, as Hydra's basic sweeper will launch them. Other sweepers (Optuna) choose
+    their jobs as they go: their base config is checked, and a bad trial fails alone."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception as e:
+        raise CompositionError(one_line(e)) from None
+    if sweeper != BASIC_SWEEPER:
+        return [[o.input_line for o in parsed if o.input_line is not None and not o.is_sweep_override()]]
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def task_config(cfg: DictConfig) -> DictConfig:
+    """The run config without Hydra's own node."""
+    task = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    assert isinstance(task, DictConfig)
+    with open_dict(task):
+        task.pop("hydra", None)
+    return task
+
+
+def check_job(task: DictConfig, probed: dict) -> None:
+    """What `train` would refuse at its start: values, the env's spaces and pixels, the device, replay
+    larger than the memory available (a replay of more than 1 GiB is announced on stderr)."""
+    validate(task)
+    device = training_device(task.device.type, pixels=task.network.encoder != "mlp")
+    check_backends(task.get("logger"), probed)  # a logging server that does not answer: refused now
+    e = task.env
+    key = ("env", e.id, e.action_bins, e.frame_stack, str(e.atari))
+    if key not in probed:
+        probed[key] = observation_space(task)
+    line = replay_line(task, probed[key], device.type == "cpu")
+    if line is not None and line not in probed:
+        probed[line] = True
+        print(line, file=sys.stderr)
+
+
+def training_device(kind: str, pixels: bool) -> Any:
+    """The device replay will live on, as `train` resolves it (which prints its note on MLPs, once)."""
+    from rlrun.training.device import resolve_device
+
+    return resolve_device("cpu" if kind == "auto" and not pixels else kind, pixels)
+
+
+def observation_space(task: DictConfig) -> Any:
+    """The observation space of the env as the run makes it, once its spaces and pixels are checked."""
+    from rlrun.envs.vector import check_spaces, env_spec
+    from rlrun.training.build import make_eval_envs
+
+    e = task.env
+    check_ale(e.id, env_spec(e.id), e.atari)
+    try:
+        envs = make_eval_envs(task, 1)
+    except ConfigError:  # a value rlrun's env code refuses names its own key (env.atari.fire_reset, ...)
+        raise
+    except Exception as err:  # a missing dependency, bad kwargs for this env
+        raise ConfigError("env.id", e.id, f"an env that can be made with these settings ({one_line(err)})") from None
+    try:
+        check_spaces(envs, e.id)
+        space = envs.single_observation_space
+        check_image_obs(e.id, space, e.frame_stack)
+    finally:
+        envs.close()
+    return space
+
+
+def replay_line(task: DictConfig, space: Any, on_host: bool) -> str | None:
+    """What replay will hold, as a line to print when it is large; ConfigError where it cannot fit."""
+    from rlrun.algos import algorithm
+
+    if algorithm(task.algo).collector != "replay":
+        return None
+    agents = len(task.get("agents") or []) or task.seeds
+    prioritized = str(task.buffer._target_).endswith("PrioritizedReplayBuffer")
+    shape = tuple(space.shape)
+    return check_replay(
+        task.buffer.capacity, shape, task.env.frame_stack, task.env.num_envs, agents, prioritized, on_host
+    )
+
+
+def plan(argv: list[str]) -> Plan | None:
+    """Check the command line; claim its run directory. None: not a run (help, --cfg, ...), Hydra does it.
+    Raises ConfigError or RunDirError (exit 2), OSError (exit 4)."""
+    from hydra._internal.utils import get_args_parser
+
+    args = get_args_parser().parse_args(argv)
+    if args.help or args.hydra_help or args.cfg or args.info or args.shell_completion:
+        return None
+    if args.experimental_rerun:  # Hydra would unpickle the file it names: code read from disk
+        raise CompositionError(
+            f"--experimental-rerun {args.experimental_rerun} is not supported (it loads a pickle, which can run "
+            "code); continue a run with python -m rlrun.resume <run dir>"
+        )
+    source = ConfigSource.from_args(args)  # the config Hydra will compose, whichever flags chose it
+    try:
+        source.search_path()
+    except ValueError as e:
+        raise CompositionError(one_line(e)) from None
+    overrides = list(args.overrides)
+    try:
+        base = compose([o for o in overrides if not _is_sweep(o)] if args.multirun else overrides, source)
+    except CompositionError as e:
+        resumes = [o.split("=", 1)[1] for o in overrides if o.startswith("resume=")]
+        if resumes:  # a path the override grammar cannot spell
+            raise CompositionError(
+                f"{e.allowed}; to resume a run whose path has '=', spaces or quotes, use "
+                f"{rundir.resume_command(Path(resumes[0]))}"
+            ) from None
+        raise
+    multirun = args.multirun or base.hydra.mode == RunMode.MULTIRUN
+    if not multirun:
+        task = task_config(base)
+        if OmegaConf.select(task, "resume") is not None:  # continue that run in its own directory, without Hydra's app
+            return Plan(
+                [],
+                run_dir=Path(task.resume),
+                resume=Path(task.resume),
+                resume_overrides=[o for o in overrides if not o.lstrip("+~").startswith(("resume=", "hydra"))],
+            )
+        check_job(task, {})
+        run_dir = Path(str(base.hydra.run.dir))
+        rundir.check_new(run_dir)
+        from rlrun.storage.agent_dirs import check as check_agent_dirs  # imports torch: once the command is checked
+
+        check_agent_dirs(task, run_dir, new=True)
+        rundir.claim(run_dir, new=True)
+        return Plan(_pinned(argv, "hydra.run.dir", run_dir), run_dir=run_dir)
+    from rlrun.sweeps.batching import check_launcher, resumes_sweep  # imports torch: once the command is checked
+
+    check_launcher(base.hydra.launcher)
+    probed: dict[Any, Any] = {}
+    for job in job_overrides(overrides, str(base.hydra.sweeper._target_)):
+        check_job(task_config(compose(job, source)), probed)
+    sweep_dir = Path(str(base.hydra.sweep.dir))
+    if not resumes_sweep(base.hydra.launcher):
+        rundir.check_new(sweep_dir)
+    elif sweep_dir.exists() and any(sweep_dir.iterdir()) and not (sweep_dir / ".batched").is_dir():
+        raise rundir.RunDirError(  # the rerun of a batched sweep goes into its own directory, and only there
+            f"{sweep_dir} holds no batched sweep (no .batched/); hydra.launcher.resume=true reruns a batched "
+            "sweep into its own hydra.sweep.dir"
+        )
+    return Plan(_pinned(argv, "hydra.sweep.dir", sweep_dir))
+
+
+def _pinned(argv: list[str], key: str, path: Path) -> list[str]:
+    """`argv` with `key` set to the directory resolved here (Hydra would resolve `${now:...}` anew)."""
+    return [a for a in argv if not a.startswith(key + "=")] + [f"{key}={hydra_quote(str(path))}"]
+
+
+def _is_sweep(override: str) -> bool:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_override(override).is_sweep_override()
+    except Exception:
+        return False

@@ -1,0 +1,119 @@
+"""Configs read from disk (a checkpoint's, a run's `.hydra/config.yaml`): what must hold before one is used.
+
+`from_saved` rebuilds a config on rlrun's schemas, so no `_target_` read from disk chooses
+code; it also rebuilds configs that came from the user's own command line. What a file may hold but a
+command line may (the user chose it then), is refused here, for configs read from disk only:
+
+- an interpolation (`${oc.env:SECRET}`, `${oc.create:...}`): resolving one reads the environment or builds
+  nodes the schema never saw, and a resolved secret would be written into the new checkpoints;
+- an `env.id` with a `module:` part (`helpers:CartPole-v1`): gymnasium imports that module to make the env,
+  which runs whatever code sits on `sys.path` under that name. The user may confirm it by passing the same
+  id on the command line (`env.id=helpers:CartPole-v1`).
+
+And on resume the saved `logger.*` options (MLflow's tracking URI, W&B's mode, project, entity) never
+choose where data goes: the run keeps its backends, with the options the resume command line gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from rlrun.algos import ALGORITHMS, algo_kind
+from rlrun.config.moved import with_current_targets
+from rlrun.config.schemas import (
+    GROUP_TARGETS,
+    DeviceConfig,
+    EnvConfig,
+    MLflowLoggerConfig,
+    RunConfig,
+    WandbLoggerConfig,
+)
+from rlrun.config.validate import check_schema
+from rlrun.errors import ConfigError
+
+
+def check(raw: Any, env_id: str | None = None) -> None:
+    """Refuse an interpolation anywhere in `raw` (naming its key) and a `module:` env id that `env_id`, the
+    id given on the command line, does not repeat (a given `env_id` must be the saved one)."""
+    _refuse_interpolations(raw, "")
+    env = raw.get("env") if isinstance(raw, Mapping) else None
+    saved_id = env.get("id") if isinstance(env, Mapping) else None
+    if env_id is not None and env_id != saved_id:
+        raise ConfigError("env.id", env_id, f"the saved id {saved_id!r}: a saved run's env cannot change")
+    if isinstance(saved_id, str) and ":" in saved_id and saved_id != env_id:
+        module = saved_id.partition(":")[0]
+        raise ConfigError(
+            "env.id",
+            saved_id,
+            f"a registered id without a module part when read from disk (making it imports the module "
+            f"{module!r}); to run that module, pass env.id={saved_id} on the command line",
+        )
+
+
+def _refuse_interpolations(node: Any, key: str) -> None:
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            _refuse_interpolations(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(node, (list, tuple)):
+        for i, v in enumerate(node):
+            _refuse_interpolations(v, f"{key}[{i}]")
+    elif isinstance(node, str) and "${" in node:
+        raise ConfigError(key, node, "a plain value: interpolations in a saved config are never resolved")
+
+
+def from_disk(raw: Any, env_id: str | None = None) -> DictConfig:
+    """A config read from a run directory or a checkpoint: `check`ed, then rebuilt on rlrun's schemas."""
+    if isinstance(raw, DictConfig):
+        raw = OmegaConf.to_container(raw, resolve=False)
+    check(raw, env_id)
+    return from_saved(raw)
+
+
+def command_line_env_id(overrides: list[str], composed: DictConfig) -> str | None:
+    """The env id the command line gives (`env.id=...`, as Hydra parsed it), or None."""
+    given = any(o.lstrip("+~").partition("=")[0] == "env.id" for o in overrides)
+    return str(composed.env.id) if given else None
+
+
+# Logger options that choose where a backend sends its data: on resume they come from the command line.
+LOCATIONS: dict[str, Any] = {
+    "mlflow": (MLflowLoggerConfig(), ("tracking_uri", "experiment")),
+    "wandb": (WandbLoggerConfig(), ("mode", "project", "entity")),
+}
+
+
+def without_locations(cfg: DictConfig) -> DictConfig:
+    """`cfg` (a saved config) with every chosen backend's location options at their defaults: the run
+    logs to its own directory (or where `$MLFLOW_TRACKING_URI` / a `logger.*` override of the resume
+    command line says)."""
+    cfg = cfg.copy()
+    for backend, (defaults, keys) in LOCATIONS.items():
+        node = cfg.logger.get(backend)
+        if node is not None:
+            for key in keys:
+                node[key] = getattr(defaults, key)
+    return cfg
+
+
+def from_saved(saved: Any) -> DictConfig:
+    """A config read from a run directory or a checkpoint, rebuilt on rlrun's own schemas: unknown keys
+    and targets outside `GROUP_TARGETS` are refused and types are checked (`ConfigError`), keys missing
+    from an older run get the schema's defaults; a class path from before the module move, today's (moved)."""
+    saved = with_current_targets(saved)
+    check_schema(saved)
+    if "logger" not in saved:  # a run from before the logger group logged to TensorBoard
+        saved = {**saved, "logger": {"tensorboard": {}}}
+    groups = {g: GROUP_TARGETS[g][saved[g]["_target_"]]() for g in GROUP_TARGETS}
+    algo = ALGORITHMS[algo_kind(saved.get("algo"))].schema()
+    schema = OmegaConf.structured(RunConfig(env=EnvConfig(), device=DeviceConfig(), algo=algo, **groups))
+    try:
+        merged = OmegaConf.merge(schema, saved)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None) or "config"
+        raise ConfigError(key, getattr(e, "value", None), str(e).splitlines()[0]) from None
+    assert isinstance(merged, DictConfig)
+    return merged

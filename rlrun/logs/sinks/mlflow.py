@@ -1,0 +1,158 @@
+"""logger=mlflow: one MLflow run per agent, through MLflow's own client (the `mlflow` extra).
+
+By default the store is SQLite (`mlflow.db`, artifacts in `artifacts/`) shared by the runs of one outputs
+folder: `<sweep dir>/mlruns/` for a sweep's jobs, else `mlruns/` next to the run directory
+(`outputs/mlruns/`), so `mlflow ui --backend-store-uri sqlite:///outputs/mlruns/mlflow.db` lists and
+compares them; MLflow's telemetry is off. `logger.mlflow.tracking_uri` (or `$MLFLOW_TRACKING_URI`) sends
+the runs to a server or another store instead (use a server for a sweep over several machines: SQLite on
+a network filesystem does not lock reliably). Params are the
+flattened config, metrics the scalars (sent in batches), and the summary's numbers are `summary/*`
+metrics with `summary.json` and `config.yaml` as artifacts. The run id is kept in `mlflow_run.json` in the
+agent's directory: a resumed run continues the same MLflow run where its store holds it (else a new one).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from rlrun.logs.sinks.base import SinkRun, numeric, sweep_dir
+from rlrun.storage import rundir
+
+STATE_FILE = "mlflow_run.json"
+BATCH = 1000  # MLflow's limit of metrics per log_batch call
+FLUSH_SECONDS = 15.0  # send buffered metrics at least this often while they arrive
+PARAM_BATCH, PARAM_VALUE_MAX = 100, 6000  # MLflow's limits per call and per value
+LOCK = ".rlrun-store.lock"
+
+
+def store_dir(run: SinkRun) -> Path:
+    """Where the default store is: `<sweep dir>/mlruns/` for a sweep's job, else `mlruns/` next to the run
+    directory (`outputs/mlruns/`), shared by the runs there, so `mlflow ui` compares them."""
+    sweep = sweep_dir(run.root)
+    return (sweep if sweep is not None else Path(os.path.abspath(run.root)).parent) / "mlruns"
+
+
+def local_store(run: SinkRun) -> tuple[str, str]:
+    """(tracking URI, artifact location) of the default store, made if new. Never through a link (the store,
+    its database, artifacts or lock file as one is refused: rlrun.storage.rundir's rule)."""
+    store = store_dir(run)
+    for path in (store, store / "mlflow.db", store / "artifacts", store / LOCK):
+        if path.is_symlink():
+            raise rundir.RunDirError(f"{path} is a link: rlrun never writes through a link; remove it")
+    store.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{store / 'mlflow.db'}", (store / "artifacts").as_uri()
+
+
+@contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """Jobs that start together must not create the default store's tables twice (MLflow's migrations are not
+    safe to run concurrently: a second job fails with "duplicate column name"): they create it one at a time,
+    under a lock file next to the database. Writes after that are SQLite transactions, which MLflow makes
+    wait up to 20 s for each other (busy_timeout)."""
+    with FileLock(str(Path(uri.removeprefix("sqlite:///")).parent / LOCK)):
+        yield
+
+
+def sqlite_artifacts(uri: str) -> str | None:
+    """Where a new experiment in a SQLite store keeps its artifacts: `artifacts/` next to the database (MLflow's
+    own default is `./mlruns` in the working directory, which is no place of the run's or the store's)."""
+    if not uri.startswith("sqlite:///"):
+        return None  # a server decides for itself
+    return (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").resolve().as_uri()
+
+
+class MLflowSink:
+    def __init__(self, run: SinkRun, tracking_uri: str | None = None, experiment: str | None = None):
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it writes ~/.config/mlflow and calls home
+        from mlflow import MlflowClient
+
+        for name in ("mlflow", "alembic"):  # "Creating initial MLflow database tables..." is not for users
+            logging.getLogger(name).setLevel(logging.WARNING)  # after the import, which sets mlflow's to INFO
+
+        uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        artifacts = sqlite_artifacts(uri) if uri else None
+        shared = not uri
+        if not uri:
+            uri, artifacts = local_store(run)
+        state = run.dir / STATE_FILE
+        with store_lock(uri) if shared else nullcontext():  # the client makes the store (its tables) when made
+            self.uri, self.client = uri, MlflowClient(tracking_uri=uri)
+            resumed = self._resumed_run(state) if run.resume_step is not None else None
+            experiment_id = None if resumed is not None else self._experiment(experiment or run.experiment, artifacts)
+        if resumed is not None:
+            self.run_id = resumed
+            self.client.update_run(self.run_id, status="RUNNING")
+        else:
+            assert experiment_id is not None
+            tags = {"rlrun.run_dir": str(run.dir.resolve())} | ({"rlrun.group": run.group} if run.group else {})
+            self.run_id = self.client.create_run(experiment_id, run_name=run.name, tags=tags).info.run_id
+            rundir.write_text(state, json.dumps({"tracking_uri": uri, "run_id": self.run_id}, indent=2) + "\n")
+        self._metrics: list[Any] = []
+        self._sent = time.monotonic()
+
+    def _resumed_run(self, state: Path) -> str | None:
+        """The MLflow run a resumed run continues: the one in `mlflow_run.json`, if this store holds it (a
+        resume may log to another store than the run did: then it starts a new MLflow run there)."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            run_id = json.loads(state.read_text())["run_id"]
+            self.client.get_run(run_id)
+        except (OSError, ValueError, KeyError, TypeError, MlflowException):
+            return None
+        return str(run_id)
+
+    def _experiment(self, name: str, artifact_location: str | None) -> str:
+        from mlflow.exceptions import MlflowException
+
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        try:
+            return self.client.create_experiment(name, artifact_location=artifact_location)
+        except MlflowException:  # another job created it meanwhile
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return found.experiment_id
+
+    def start(self, params: dict[str, Any], config_yaml: str) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:PARAM_VALUE_MAX]) for k, v in params.items()]
+        for i in range(0, len(items), PARAM_BATCH):
+            self.client.log_batch(self.run_id, params=items[i : i + PARAM_BATCH])
+        self.client.log_text(self.run_id, config_yaml, "config.yaml")
+
+    def scalar(self, tag: str, value: float, step: int) -> None:
+        from mlflow.entities import Metric
+
+        self._metrics.append(Metric(tag, float(value), int(time.time() * 1000), step))
+        if len(self._metrics) >= BATCH or time.monotonic() - self._sent > FLUSH_SECONDS:
+            self.flush()
+
+    def text(self, tag: str, text: str, step: int) -> None:
+        self.client.set_tag(self.run_id, tag, text[:PARAM_VALUE_MAX])
+
+    def flush(self) -> None:
+        for i in range(0, len(self._metrics), BATCH):
+            self.client.log_batch(self.run_id, metrics=self._metrics[i : i + BATCH])
+        self._metrics, self._sent = [], time.monotonic()
+
+    def close(self, summary: dict[str, Any]) -> dict[str, Any]:
+        step = summary["env_steps"]
+        for key, value in numeric(summary).items():
+            self.scalar(f"summary/{key}", value, step)
+        self.flush()
+        self.client.log_dict(self.run_id, summary, "summary.json")
+        self.client.set_terminated(self.run_id, status="FINISHED")
+        return {"tracking_uri": self.uri, "run_id": self.run_id}

@@ -1,0 +1,256 @@
+"""Q-networks. Sizes of the observation and action spaces come from the env, never from YAML.
+
+One class covers the family: plain or dueling heads, scalar Q-values, a categorical distribution over
+`num_atoms` support points (C51) or quantiles of the return (QR-DQN, IQN), ordinary or factorised-Gaussian
+noisy linear layers. `forward` always returns Q-values (B, A), so acting, evaluation and logging treat every
+variant the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from rlrun.nets.heads import head_for
+from rlrun.nets.quantile import cosine_features, quantile_midpoints
+
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "gelu": nn.GELU}
+
+
+class NoisyLinear(nn.Module):
+    """Factorised Gaussian noisy linear layer (Fortunato et al. 2018).
+
+    w = mu_w + sigma_w * (f(eps_out) f(eps_in)^T), f(x) = sign(x) sqrt|x|, with the paper's initialisation
+    mu ~ U[-1/sqrt(p), 1/sqrt(p)] and sigma = sigma0 / sqrt(p) (p = fan-in). In `eval()` mode the layer
+    uses the mean weights only, so greedy evaluation is deterministic.
+    """
+
+    eps_in: torch.Tensor
+    eps_out: torch.Tensor
+
+    def __init__(self, in_features: int, out_features: int, sigma0: float = 0.5):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight_mu = nn.Parameter(torch.empty(out_features, in_features).uniform_(-bound, bound))
+        self.weight_sigma = nn.Parameter(torch.full((out_features, in_features), sigma0 * bound))
+        self.bias_mu = nn.Parameter(torch.empty(out_features).uniform_(-bound, bound))
+        self.bias_sigma = nn.Parameter(torch.full((out_features,), sigma0 * bound))
+        # Not persistent: noise is not state to checkpoint or to copy into the target network.
+        self.register_buffer("eps_in", torch.zeros(in_features), persistent=False)
+        self.register_buffer("eps_out", torch.zeros(out_features), persistent=False)
+        self.reset_noise()
+
+    @staticmethod
+    def _f(x: torch.Tensor) -> torch.Tensor:
+        return x.sign() * x.abs().sqrt()
+
+    @torch.no_grad()
+    def reset_noise(self, generator: torch.Generator | None = None) -> None:
+        """New noise, from `generator` (the agent's own stream) or torch's global one."""
+        self.eps_in.copy_(self.noise(self.in_features, generator, self.eps_in.device))
+        self.eps_out.copy_(self.noise(self.out_features, generator, self.eps_out.device))
+
+    @classmethod
+    def noise(cls, size: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
+        """f(eps) for `size` standard normal draws: the order of draws every noisy network shares."""
+        return cls._f(torch.randn(size, generator=generator, device=device))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return F.linear(x, self.weight_mu, self.bias_mu)
+        weight = self.weight_mu + self.weight_sigma * torch.outer(self.eps_out, self.eps_in)
+        return F.linear(x, weight, self.bias_mu + self.bias_sigma * self.eps_out)
+
+
+# Calling a submodule costs its __call__ machinery (hooks, dispatch): ~4 us per layer on a CPU, a fifth
+# of a small layer's whole cost. `apply_layer` calls the functional form of the common layers directly
+# (forward hooks on these submodules are therefore not run) and falls back to the module otherwise.
+FUNCTIONAL = {
+    nn.Linear: lambda m, x: F.linear(x, m.weight, m.bias),
+    nn.LayerNorm: lambda m, x: F.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps),
+    # In place: every layer before a ReLU (linear, LayerNorm, conv, their stacked forms) keeps its input,
+    # not its output, for the backward pass, so the ReLU may overwrite that output (one tensor fewer).
+    nn.ReLU: lambda m, x: F.relu(x, inplace=True),
+}
+
+
+def apply_layer(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    fn = FUNCTIONAL.get(type(module))
+    return module(x) if fn is None else fn(module, x)
+
+
+def apply_layers(layers: Iterable[nn.Module], x: torch.Tensor) -> torch.Tensor:
+    for module in layers:
+        fn = FUNCTIONAL.get(type(module))
+        x = module(x) if fn is None else fn(module, x)
+    return x
+
+
+def _init_linear(net: nn.Module, weight_init) -> None:
+    """Re-initialise the plain linear layers (noisy layers keep the paper's scheme); biases to zero.
+    Hidden layers get gain sqrt(2) (for ReLU-like activations), output layers gain 1."""
+    heads = {m for name, m in net.named_children() if name in ("head", "value", "advantage")}
+    for m in net.modules():
+        if isinstance(m, nn.Linear):
+            weight_init(m.weight, gain=1.0 if m in heads else math.sqrt(2))
+            nn.init.zeros_(m.bias)
+
+
+INITS = {
+    "default": lambda net: None,  # torch's Kaiming-uniform defaults
+    "xavier": lambda net: _init_linear(net, nn.init.xavier_uniform_),
+    "orthogonal": lambda net: _init_linear(net, nn.init.orthogonal_),
+}
+
+
+class QNetwork(nn.Module):
+    """Maps a batch of flat observations to one Q-value per action.
+
+    - `dueling`: Q(s,a) = V(s) + A(s,a) - mean_a A(s,a) (Wang et al. 2016); with atoms, per atom logit.
+    - `num_atoms > 1`: C51 (Bellemare et al. 2017); `dist_logits` gives (B, A, atoms) logits over the
+      fixed support linspace(v_min, v_max, num_atoms), and Q is the expectation over that support.
+    - `num_quantiles > 0`: QR-DQN (Dabney et al. 2017); `quantile_values` gives (B, A, N) quantiles at the
+      fixed fractions `quantile_midpoints(N)`, and Q is their mean.
+    - `tau_embedding_dim > 0`: IQN (Dabney et al. 2018); `quantile_values(obs, taus)` gives (B, A, N)
+      quantiles at any fractions taus (B, N): the input of the last hidden layer (the CNN's features, as
+      in the paper, or the previous hidden layer's) times ReLU(Linear(cos(pi i tau))), i <
+      tau_embedding_dim, then the last hidden layer and the head(s). Q is the mean over `iqn_acting_taus`
+      evenly spaced fractions, so acting and greedy evaluation are deterministic.
+    - `noisy`: every linear layer is a `NoisyLinear` (IQN's tau embedding stays plain); call
+      `reset_noise()` to resample.
+    - `init`: `default` (torch's), `xavier` or `orthogonal` for the plain linear layers.
+    """
+
+    support: torch.Tensor  # (atoms,) C51's support; a placeholder zero for scalar networks
+    head: nn.Module
+    value: nn.Module
+    advantage: nn.Module
+    tau_embedding: nn.Linear
+
+    def __init__(
+        self,
+        obs_dim: int,
+        n_actions: int,
+        hidden_sizes: Sequence[int] = (128, 128),
+        dueling: bool = False,
+        layer_norm: bool = True,
+        activation: str = "relu",
+        num_atoms: int = 1,
+        v_min: float = -10.0,
+        v_max: float = 10.0,
+        noisy: bool = False,
+        noisy_sigma0: float = 0.5,
+        init: str = "default",
+        encoder: str = "mlp",
+        obs_shape: Sequence[int] | None = None,
+        num_quantiles: int = 0,
+        tau_embedding_dim: int = 0,
+        iqn_acting_taus: int = 32,
+    ):
+        super().__init__()
+        hidden_sizes = list(hidden_sizes)
+        self.n_actions, self.num_atoms, self.dueling, self.noisy = n_actions, num_atoms, dueling, noisy
+        self.num_quantiles, self.tau_embedding_dim, self.iqn_acting_taus = (
+            num_quantiles,
+            tau_embedding_dim,
+            iqn_acting_taus,
+        )
+        # Head outputs per action: C51's atoms, QR-DQN's quantiles, or 1 (a scalar Q, or IQN's one tau).
+        self.outputs_per_action = num_atoms if num_atoms > 1 else max(num_quantiles, 1)
+        linear = (lambda i, o: NoisyLinear(i, o, noisy_sigma0)) if noisy else nn.Linear
+        layers: list[nn.Module] = []
+        in_dim = obs_dim
+        self.pixels = encoder == "nature_cnn"
+        if self.pixels:  # uint8 frames (C, H, W), scaled to [0, 1] on the training device
+            assert obs_shape is not None, "a pixel encoder needs obs_shape (C, H, W)"
+            channels, height, width = obs_shape
+            conv = nn.Sequential(
+                nn.Conv2d(channels, 32, 8, stride=4),
+                nn.ReLU(),
+                nn.Conv2d(32, 64, 4, stride=2),
+                nn.ReLU(),
+                nn.Conv2d(64, 64, 3, stride=1),
+                nn.ReLU(),
+                nn.Flatten(),
+            )
+            with torch.no_grad():
+                in_dim = conv(torch.zeros(1, channels, height, width)).shape[1]
+            layers.append(conv)
+        for size in hidden_sizes:
+            self.embed_at, embed_dim = len(layers), in_dim  # IQN: where the last hidden block starts
+            layers.append(linear(in_dim, size))
+            if layer_norm:
+                layers.append(nn.LayerNorm(size))
+            layers.append(ACTIVATIONS[activation]())
+            in_dim = size
+        self.trunk = nn.Sequential(*layers)
+        if tau_embedding_dim > 0:
+            self.tau_embedding = nn.Linear(tau_embedding_dim, embed_dim)
+        per_action = self.outputs_per_action
+        if dueling:
+            self.value = linear(in_dim, per_action)
+            self.advantage = linear(in_dim, n_actions * per_action)
+        else:
+            self.head = linear(in_dim, n_actions * per_action)
+        self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms) if num_atoms > 1 else torch.zeros(1))
+        self.q_head = head_for(num_atoms, num_quantiles, tau_embedding_dim)  # what the outputs mean (rlrun.nets.heads)
+        INITS[init](self)
+
+    @property
+    def quantile(self) -> bool:
+        """QR-DQN or IQN: outputs are quantiles of the return, Q their mean."""
+        return self.num_quantiles > 0 or self.tau_embedding_dim > 0
+
+    def _input(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs.float() / 255.0 if self.pixels else obs.flatten(1).float()
+
+    def _features(self, obs: torch.Tensor) -> torch.Tensor:
+        return apply_layers(self.trunk, self._input(obs))
+
+    def _heads(self, h: torch.Tensor) -> torch.Tensor:
+        """(M, features) -> (M, A, outputs_per_action)."""
+        per_action = self.outputs_per_action
+        if not self.dueling:
+            return apply_layer(self.head, h).view(-1, self.n_actions, per_action)
+        adv = apply_layer(self.advantage, h).view(-1, self.n_actions, per_action)
+        return apply_layer(self.value, h).view(-1, 1, per_action) + adv - adv.mean(dim=1, keepdim=True)
+
+    def _outputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """(B, A, outputs_per_action) action values, logits or quantiles."""
+        return self._heads(self._features(obs))
+
+    def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
+        return self._outputs(obs)
+
+    def quantile_values(self, obs: torch.Tensor, taus: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, A, N) return quantiles: QR-DQN's at its fixed fractions (taus unused), IQN's at taus (B, N)."""
+        if self.tau_embedding_dim == 0:
+            return self._outputs(obs)
+        assert taus is not None, "IQN needs the fractions taus (B, N)"
+        layers = list(self.trunk)
+        h = apply_layers(layers[: self.embed_at], self._input(obs))  # (B, D): the last hidden layer's input
+        phi = F.relu(apply_layer(self.tau_embedding, cosine_features(taus, self.tau_embedding_dim)))  # (B, N, D)
+        batch, n = taus.shape
+        h = apply_layers(layers[self.embed_at :], (h.unsqueeze(1) * phi).reshape(batch * n, -1))
+        return self._heads(h).view(batch, n, self.n_actions).transpose(1, 2)  # (B * N, A, 1) -> (B, A, N)
+
+    def acting_taus(self, batch: int, device: torch.device) -> torch.Tensor:
+        """IQN's (batch, K) evenly spaced fractions at which Q is estimated for acting and for a*."""
+        return quantile_midpoints(self.iqn_acting_taus, device).expand(batch, -1)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.tau_embedding_dim > 0:
+            out = self.quantile_values(obs, self.acting_taus(obs.shape[0], obs.device))
+        else:
+            out = self._outputs(obs)
+        return self.q_head.q_values(out, self.support)
+
+    def reset_noise(self, generator: torch.Generator | None = None) -> None:
+        for m in self.modules():
+            if isinstance(m, NoisyLinear):
+                m.reset_noise(generator)

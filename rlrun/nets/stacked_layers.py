@@ -1,0 +1,137 @@
+"""The layers of K agents' networks with a leading agent axis, and gradient clipping per agent.
+
+Each layer holds K layers' parameters stacked (`StackedLinear`: weight (K, in, out), each agent's W
+transposed, for one `torch.baddbmm` over the agent axis) and gives agent k's slice back in the single
+layer's state_dict layout (`agent_state`). rlrun.nets.stacked assembles them into K-agent Q-networks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from rlrun.nets.networks import FUNCTIONAL, NoisyLinear
+
+
+class StackedLinear(nn.Module):
+    """K linear layers: weight (K, in, out) (each agent's W transposed), bias (K, 1, out)."""
+
+    def __init__(self, layers: Sequence[nn.Linear]):
+        super().__init__()
+        self.weight = nn.Parameter(torch.stack([layer.weight.detach().t() for layer in layers]).contiguous())
+        self.bias = nn.Parameter(torch.stack([layer.bias.detach() for layer in layers]).unsqueeze(1).contiguous())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+    def agent_state(self, k: int, prefix: str) -> dict[str, torch.Tensor]:
+        return {f"{prefix}weight": self.weight[k].t(), f"{prefix}bias": self.bias[k, 0]}
+
+
+class StackedLayerNorm(nn.Module):
+    """K LayerNorms over the last axis, each with its own affine weight and bias (K, 1, size).
+
+    The normalisation runs with a unit weight and zero bias (torch's CPU kernel is faster with an affine
+    transform than without: 150 against 240 us for a (10, 128, 128) input; the same bits), then each
+    agent's own affine transform; without autograd, in place.
+    """
+
+    unit_weight: torch.Tensor
+    zero_bias: torch.Tensor
+
+    def __init__(self, layers: Sequence[nn.LayerNorm]):
+        super().__init__()
+        self.shape, self.eps = layers[0].normalized_shape, layers[0].eps
+        self.weight = nn.Parameter(torch.stack([layer.weight.detach() for layer in layers]).unsqueeze(1).contiguous())
+        self.bias = nn.Parameter(torch.stack([layer.bias.detach() for layer in layers]).unsqueeze(1).contiguous())
+        self.register_buffer("unit_weight", torch.ones(self.shape), persistent=False)
+        self.register_buffer("zero_bias", torch.zeros(self.shape), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        normed = F.layer_norm(x, self.shape, self.unit_weight, self.zero_bias, self.eps)
+        if torch.is_grad_enabled():
+            return torch.addcmul(self.bias, normed, self.weight)
+        return torch.addcmul(self.bias, normed, self.weight, out=normed)
+
+    def agent_state(self, k: int, prefix: str) -> dict[str, torch.Tensor]:
+        return {f"{prefix}weight": self.weight[k, 0], f"{prefix}bias": self.bias[k, 0]}
+
+
+class StackedNoisyLinear(nn.Module):
+    """K `NoisyLinear` layers (transposed like `StackedLinear`), each agent with its own noise."""
+
+    eps_in: torch.Tensor
+    eps_out: torch.Tensor
+    weight_mu: nn.Parameter
+    weight_sigma: nn.Parameter
+    bias_mu: nn.Parameter
+    bias_sigma: nn.Parameter
+
+    def __init__(self, layers: Sequence[NoisyLinear]):
+        super().__init__()
+        for name in ("weight_mu", "weight_sigma"):
+            setattr(
+                self,
+                name,
+                nn.Parameter(torch.stack([getattr(layer, name).detach().t() for layer in layers]).contiguous()),
+            )
+        for name in ("bias_mu", "bias_sigma"):
+            setattr(
+                self, name, nn.Parameter(torch.stack([getattr(layer, name).detach() for layer in layers]).unsqueeze(1))
+            )
+        self.register_buffer("eps_in", torch.stack([layer.eps_in for layer in layers]), persistent=False)  # (K, in)
+        self.register_buffer("eps_out", torch.stack([layer.eps_out for layer in layers]), persistent=False)  # (K, out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return torch.baddbmm(self.bias_mu, x, self.weight_mu)
+        weight = self.weight_mu + self.weight_sigma * (self.eps_in.unsqueeze(2) * self.eps_out.unsqueeze(1))
+        return torch.baddbmm(self.bias_mu + self.bias_sigma * self.eps_out.unsqueeze(1), x, weight)
+
+    @torch.no_grad()
+    def reset_agent_noise(self, k: int, generator: torch.Generator | None) -> None:
+        """Agent k's new noise, drawn as its single `NoisyLinear.reset_noise` draws it."""
+        self.eps_in[k] = NoisyLinear.noise(self.eps_in.shape[1], generator, self.eps_in.device)
+        self.eps_out[k] = NoisyLinear.noise(self.eps_out.shape[1], generator, self.eps_out.device)
+
+    def agent_state(self, k: int, prefix: str) -> dict[str, torch.Tensor]:
+        return {
+            f"{prefix}weight_mu": self.weight_mu[k].t(),
+            f"{prefix}weight_sigma": self.weight_sigma[k].t(),
+            f"{prefix}bias_mu": self.bias_mu[k, 0],
+            f"{prefix}bias_sigma": self.bias_sigma[k, 0],
+        }
+
+
+STACKABLE: dict[type, type] = {
+    nn.Linear: StackedLinear,
+    nn.LayerNorm: StackedLayerNorm,
+    NoisyLinear: StackedNoisyLinear,
+}
+STACKED_LAYERS = (StackedLinear, StackedLayerNorm, StackedNoisyLinear)
+FUNCTIONAL[StackedLinear] = lambda m, x: torch.baddbmm(m.bias, x, m.weight)
+FUNCTIONAL[StackedLayerNorm] = StackedLayerNorm.forward
+
+
+def clip_grad_norm_per_agent(
+    params: Sequence[torch.Tensor], max_norm: float | torch.Tensor, skip_unclipped: bool = False
+) -> torch.Tensor:
+    """`clip_grad_norm_` for each agent separately: the norm over agent k's slices of all gradients,
+    and agent k's gradients scaled by min(1, max_norm / (norm_k + 1e-6)). Returns the (K,) norms.
+    `max_norm`: one threshold, or a (K,) tensor of one per agent (inf: no clipping for that agent).
+    `skip_unclipped`: read the factors on the host and skip the scaling when every one is 1 (a multiply
+    by 1 changes nothing; on a CPU the read is free and the multiplies are not)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads]).norm(dim=0)
+    if isinstance(max_norm, torch.Tensor) or math.isfinite(max_norm):
+        limit = max_norm.to(norms.device) if isinstance(max_norm, torch.Tensor) else max_norm
+        coef = (limit / (norms + 1e-6)).clamp(max=1.0)
+        if skip_unclipped and bool((coef == 1.0).all()):
+            return norms
+        for g in grads:
+            g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
+    return norms

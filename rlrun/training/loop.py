@@ -1,0 +1,280 @@
+"""The DQN training loop, for K >= 1 agents, and the state it carries between steps.
+
+The loop reads plain settings (`LoopSettings`) and the parts built from the config (`rlrun.training.build`); it
+never sees the config itself. Every array in it carries the agents side by side: the vector env holds
+K x num_envs sub-envs (agent k's in rows k * num_envs ...), the network is one `QNetwork` (K = 1) or a
+stacked one (rlrun.nets.stacked), replay is one buffer or a stacked one. A single-seed run is K = 1; the
+points where K matters are in `rlrun.training.population`.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlrun.algos.acting import GreedyActor
+from rlrun.algos.exploration import ExplorationDraws
+from rlrun.envs.failure import EnvError
+from rlrun.envs.vector import finished_episodes, next_obs_for_storage
+from rlrun.errors import NonFiniteError
+from rlrun.logs.metrics import MetricWindow
+from rlrun.replay.nstep import NStepAccumulator
+from rlrun.storage import checkpoint as ckpt, rundir
+from rlrun.training import trainer_state
+from rlrun.training.agents import group_agents
+from rlrun.training.evaluation import evaluate
+from rlrun.training.graphs import GraphedActor, GraphedUpdates
+from rlrun.training.parts import LoopSettings, Parts, group_lrs
+from rlrun.training.population import Population
+
+
+class Preempted(Exception):
+    """SIGTERM or SIGINT arrived; a checkpoint has been written."""
+
+
+class Trainer:
+    def __init__(
+        self, settings: LoopSettings, parts: Parts, population: Population, out_dir: Path, resume: dict | None = None
+    ):
+        self.settings, self.parts, self.population, self.out_dir = settings, parts, population, Path(out_dir)
+        envs = parts.envs
+        self.exploration = ExplorationDraws(population.seeds, settings.num_envs, int(envs.single_action_space.n))
+        stored_shape, stored_dtype = envs.single_observation_space.shape, envs.single_observation_space.dtype
+        if parts.frames is not None:  # replay and n-step windows hold frame-index stacks
+            stored_shape, stored_dtype = (parts.frames.stack,), np.int64
+        self.nstep = NStepAccumulator(envs.num_envs, settings.n_step, settings.gamma, stored_shape, stored_dtype)
+        self.actor: Any = GreedyActor(parts.learner.online, parts.device)
+        self.graphed: GraphedUpdates | None = None
+        if parts.cuda_graphs:
+            self.graphed = GraphedUpdates(
+                parts.learner, parts.buffer, parts.frames, settings.batch_size, settings.phase_updates, parts.generators
+            )
+            obs_space = envs.single_observation_space
+            self.actor = GraphedActor(self.actor, (envs.num_envs, *obs_space.shape), obs_space.dtype, parts.device)
+        self.window = MetricWindow()
+        self.step, self.iteration = 0, 0
+        self.signal: int | None = None
+        if resume is None:
+            self.obs, _ = envs.reset(seed=population.env_seeds())
+            if parts.frames is not None:
+                parts.frames.start(self.obs)
+        else:
+            self.load_state_dict(resume)
+
+    # --- checkpoint state (rlrun.training.trainer_state) ----------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return trainer_state.state_dict(self)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        trainer_state.load_state_dict(self, state)
+
+    def save_checkpoint(self) -> Path:
+        for k, lg in enumerate(self.population.loggers):
+            if k not in self.population.failed:  # a stopped agent's files are closed
+                lg.flush()
+        return ckpt.save(self.out_dir, self.state_dict())
+
+    # --- the loop ---------------------------------------------------------------------------
+    def update_phase(self, step: int, iteration: int, obs: Any, count: int) -> None:
+        """`count` gradient steps (with the lr schedule and PER's beta at `step`); their metrics stay on the
+        device in the window."""
+        s, p = self.settings, self.parts
+        learner, buffer, frames = p.learner, p.buffer, p.frames
+        if s.lr_end_factor != 1.0:  # one value, or one per agent (param groups: runs of agents, rlrun.training.agents)
+            lrs = group_lrs(s.lr, s.lr_end_factor, s.total_steps, step)
+            for group in learner.optimizer.param_groups:
+                lr = lrs[group["agents"][0]] if "agents" in group else lrs[0]
+                if isinstance(group["lr"], torch.Tensor):  # a capturable optimizer's (CUDA graphs)
+                    group["lr"].fill_(lr)
+                else:
+                    group["lr"] = lr
+        beta = buffer.beta(step, s.total_steps) if buffer.prioritized else 1.0
+        if self.graphed is not None:
+            for measured in self.graphed.run(beta):
+                self.window.add_measured(measured)
+            return
+        if s.rollout:  # the rollout's minibatches, with its lambda-returns
+            assert learner.batches is not None
+            batches: Any = learner.batches(buffer)
+        else:
+            batches = (buffer.sample(s.batch_size, beta) for _ in range(count))
+        for batch in batches:
+            if frames is not None:
+                batch = frames.decode(batch)
+            try:
+                metrics = learner.update(batch)
+            except NonFiniteError as e:
+                self.step, self.iteration, self.obs = step, iteration, obs
+                with rundir.open_atomic(self.out_dir / "nonfinite.pt") as f:
+                    torch.save(self.state_dict(), f)
+                raise NonFiniteError(
+                    f"{e} at env step {step} (update {learner.updates + 1}); "
+                    f"the state before this update is in {self.out_dir / 'nonfinite.pt'}"
+                ) from None
+            if getattr(learner, "failures", None):  # stacked agents that turned non-finite stop alone
+                self._stop_agents(step)
+            if metrics is None:  # a non-finite update skipped (algo.on_nonfinite=skip)
+                continue
+            if buffer.prioritized:
+                buffer.update_priorities(batch.indices, metrics["priority"])
+            self.window.add(metrics, batch)
+
+    def _stop_agents(self, step: int) -> None:
+        learner, population = self.parts.learner, self.population
+        for k, reason, state in learner.failures:
+            population.stop_agent(k, step, f"{reason} (update {learner.updates + 1})", state, learner.online)
+        learner.failures.clear()
+        if len(population.failed) == population.agents:
+            raise NonFiniteError(f"every agent turned non-finite (the last at env step {step})")
+
+    def _check_graphed(self, step: int) -> None:
+        assert self.graphed is not None
+        try:
+            self.graphed.check()
+        except NonFiniteError as e:
+            with rundir.open_atomic(self.out_dir / "nonfinite.pt") as f:
+                torch.save(self.state_dict(), f)
+            raise NonFiniteError(
+                f"{e}, by env step {step}; the state after it is in {self.out_dir / 'nonfinite.pt'} "
+                "(with CUDA graphs the check runs at each log, not before each update)"
+            ) from None
+
+    def log(self, step: int, sps: float) -> None:
+        s, p = self.settings, self.parts
+        learner, buffer, device = p.learner, p.buffer, p.device
+        common = {
+            "charts/epsilon": s.epsilon(step),
+            "charts/SPS": sps,
+            "charts/learning_rate": float(learner.optimizer.param_groups[0]["lr"]),
+            "charts/updates": learner.updates,
+            "charts/skipped_updates": learner.skipped,
+        }
+        if self.window and buffer.prioritized:
+            common["per/beta"] = buffer.beta(step, s.total_steps)  # the schedule at this step
+        if device.type == "cuda":
+            common["device/memory_allocated_mb"] = torch.cuda.memory_allocated(device) / 2**20
+            common["device/max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+        if self.graphed is not None:  # the device-side non-finite flag, read with the metrics
+            self._check_graphed(step)
+        per_agent = self.window.read(buffer.stats() if self.window and buffer.prioritized else None)
+        per_agent["replay/size"] = buffer.sizes.tolist()
+        groups = learner.optimizer.param_groups
+        if "agents" in groups[0]:  # an lr per agent (rlrun.training.agents.agent_param_groups)
+            per_agent["charts/learning_rate"] = [
+                float(g["lr"]) for g in groups for _ in group_agents(g, self.population.agents)
+            ]
+        if p.frames is not None:
+            p.frames.check(buffer)
+        self.population.log(step, common, per_agent)
+        self.population.progress(step, sps)  # the bar, or a plain line; episodes.csv flushed
+
+    def evaluate(self, step: int) -> None:
+        returns = evaluate(
+            self.parts.learner.online,
+            self.parts.eval_envs,
+            [seed + 1_000_000 + step for seed in self.population.seeds],
+            self.parts.device,
+        )
+        self.population.log(
+            step,
+            {},
+            {"eval/mean_return": returns.mean(axis=1).tolist(), "eval/std_return": returns.std(axis=1).tolist()},
+        )
+
+    def _on_signal(self, signum, frame) -> None:
+        self.signal = signum  # acted on between two env steps, where the state is consistent
+
+    def run(self) -> dict[str, Any]:
+        s, parts, population = self.settings, self.parts, self.population
+        envs, learner, buffer, frames = parts.envs, parts.learner, parts.buffer, parts.frames
+        nstep, exploration, actor = self.nstep, self.exploration, self.actor
+        # Hot-loop constants as plain locals.
+        num_envs, total_steps, learning_starts = s.num_envs, s.total_steps, s.learning_starts
+        update_every, phase_updates, batch_size = s.update_every, s.phase_updates, s.batch_size
+        log_interval, eval_interval, ckpt_every = s.log_interval, s.eval_interval, s.checkpoint_every
+        rollout = buffer if s.rollout else None
+
+        def crossed(interval: int) -> bool:
+            return interval > 0 and step // interval > (step - num_envs) // interval
+
+        epsilon_at = s.epsilon
+
+        step, iteration, obs = self.step, self.iteration, self.obs
+        last_log_time, last_log_step = time.perf_counter(), step
+        status = "finished"
+        # Signal handlers can only be installed from the main thread (not, e.g., in threaded sweep trials).
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = (
+            {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
+        )
+        try:
+            while step < total_steps:
+                explore, actions = exploration.next(epsilon_at(step))  # (K, num_envs): each agent's own stream
+                explore, actions = explore.reshape(-1), actions.reshape(-1)
+                if not explore.all():
+                    actions = np.where(explore, actions, actor.act(obs))
+
+                try:
+                    next_obs, rewards, terminated, truncated, infos = envs.step(actions)
+                except Exception as e:  # the env's own code failed: one line, the last checkpoint kept
+                    raise EnvError(s.config["env"]["id"], "step", e) from e
+                real_next_obs = next_obs_for_storage(next_obs, infos)
+                if rollout is not None:  # PQN
+                    rollout.add(obs, actions, rewards, real_next_obs, terminated, truncated)
+                    ready = None
+                elif frames is None:
+                    ready = nstep.step(obs, actions, rewards, real_next_obs, terminated, truncated)
+                else:  # store frame-index stacks instead of pixels
+                    obs_idx = frames.current.copy()
+                    next_idx = frames.advance(next_obs, real_next_obs, terminated | truncated)
+                    ready = nstep.step(obs_idx, actions, rewards, next_idx, terminated, truncated)
+                if ready is not None:
+                    population.store(buffer, ready, nstep.last_envs)
+                obs = next_obs
+                step += num_envs
+                iteration += 1
+                episodes = finished_episodes(infos)
+                if episodes:
+                    population.episodes_end(step, episodes)
+
+                if step >= learning_starts and iteration % update_every == 0 and len(buffer) >= batch_size:
+                    self.update_phase(step, iteration, obs, phase_updates)
+
+                if crossed(log_interval) or step >= total_steps:
+                    now = time.perf_counter()
+                    sps = (step - last_log_step) / max(now - last_log_time, 1e-9)  # env steps per agent
+                    last_log_time, last_log_step = now, step
+                    self.log(step, sps)
+
+                if crossed(eval_interval) or (eval_interval and step >= total_steps):
+                    self.evaluate(step)
+
+                self.step, self.iteration, self.obs = step, iteration, obs
+                if crossed(ckpt_every):
+                    self.save_checkpoint()
+                if self.signal is not None:
+                    self.save_checkpoint()
+                    raise Preempted(signal.Signals(self.signal).name)
+                if s.stop_on_solve and population.all_solved:  # with K > 1: once every agent has solved
+                    status = "solved"
+                    break
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        self.save_checkpoint()
+        extra: dict[str, Any] = {"gradient_updates": learner.updates}
+        if parts.device.type == "cuda":
+            extra["device_max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(parts.device) / 2**20
+        return population.finish(step, status, learner.online, extra, s.plot_title)
+
+    def close(self) -> None:
+        self.parts.envs.close()
+        if self.parts.eval_envs is not None:
+            self.parts.eval_envs.close()

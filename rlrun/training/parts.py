@@ -1,0 +1,78 @@
+"""What the training loop runs on: the parts built from the config (`Parts`) and the plain settings
+(`LoopSettings`), both made by rlrun.training.build; the loop (rlrun.training.loop) never sees the config itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rlrun.algos import schedules
+from rlrun.algos.exploration import agent_epsilons
+from rlrun.algos.update import UpdateStep
+from rlrun.replay.frames import FrameStore
+
+
+@dataclass
+class Parts:
+    """What `rlrun.training.build.build` makes from the config."""
+
+    envs: Any  # K x num_envs sub-envs
+    eval_envs: Any | None  # K x eval.episodes sub-envs, or None
+    learner: UpdateStep  # the algorithm's (rlrun.algos)
+    buffer: Any  # rlrun.replay.Replay, or PQN's rlrun.replay.rollout.Rollout
+    generators: list[torch.Generator]  # per agent: replay sampling (and noisy nets' noise)
+    device: torch.device
+    reward_threshold: float | None
+    frames: FrameStore | None = None
+    cuda_graphs: bool = False  # record update phases and the acting forward as CUDA graphs (rlrun.training.graphs)
+
+
+@dataclass
+class LoopSettings:
+    """Plain values the loop runs on (rlrun.training.build.loop_settings reads them from the config)."""
+
+    total_steps: int  # env steps per agent
+    num_envs: int  # per agent
+    gamma: float | list[float]  # a list: one per sub-env (agents with their own, rlrun.training.agents)
+    n_step: int
+    learning_starts: int
+    batch_size: int
+    update_every: int  # vector steps between update phases
+    phase_updates: int  # gradient steps per update phase
+    lr: float | list[float]  # lr and the epsilon values: a list holds one per agent (rlrun.training.agents)
+    lr_end_factor: float | list[float]  # linear decay of the lr to lr * lr_end_factor over the run
+    epsilon_schedule: str
+    epsilon_start: float | list[float]
+    epsilon_end: float | list[float]
+    epsilon_duration: int | list[int]
+    log_interval: int
+    eval_interval: int  # 0: no evaluation
+    checkpoint_every: int  # 0: only at the end and on a signal
+    checkpoint_replay: bool
+    stop_on_solve: bool
+    config: dict  # the resolved run config, saved in every checkpoint
+    plot_title: str | None  # None: no returns.png
+    # PQN (algo=pqn): every step goes to the rollout (parts.buffer) instead of n-step and replay; an update
+    # phase every update_every = num_steps vector steps, when the rollout is full, takes its minibatches.
+    rollout: bool = False
+
+    def epsilon(self, step: int) -> Any:
+        """Uniform-random play until learning starts (noisy nets included), then the schedule: a float, or
+        a (K, 1) array where agents have schedules of their own."""
+        if step < self.learning_starts:
+            return 1.0
+        start, end, duration = self.epsilon_start, self.epsilon_end, self.epsilon_duration
+        if isinstance(start, list) or isinstance(end, list) or isinstance(duration, list):
+            agents = next(len(v) for v in (start, end, duration) if isinstance(v, list))
+            return agent_epsilons(self.epsilon_schedule, start, end, duration, agents, step)
+        return schedules.SCHEDULES[self.epsilon_schedule](start, end, duration, step)
+
+
+def group_lrs(lr: float | list[float], end_factor: float | list[float], total_steps: int, step: int) -> list[float]:
+    """The scheduled learning rate at `step` of each optimizer param group: one, or one per agent."""
+    lrs, ends = (v if isinstance(v, list) else [v] for v in (lr, end_factor))
+    n = max(len(lrs), len(ends))
+    lrs, ends = (v * n if len(v) == 1 else v for v in (lrs, ends))
+    return [lr * schedules.linear(1.0, end, total_steps, step) for lr, end in zip(lrs, ends)]
