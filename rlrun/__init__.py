@@ -14,6 +14,7 @@ __all__ = ["__version__", "load"]
 
 def __getattr__(name: str) -> object:
     if name == "load":
+        # `import rlrun` stays light: torch only when rlrun.load is called
         from rlrun.policy import load
 
         return load

@@ -18,20 +18,25 @@ import io
 import os
 import sys
 import tokenize
+import typing
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import hydra
+import yaml
 from hydra._internal.utils import get_args_parser
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 import rlrun
-from rlrun.config import preflight
+from rlrun.config import preflight, schemas as config
 from rlrun.config.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSource
+from rlrun.config.schemas import register_configs
 from rlrun.errors import ConfigError
 from rlrun.storage import rundir
+from rlrun.storage.summary import objective
 from rlrun.training import signals
 from rlrun.training.jobs import EXIT_CONFIG, EXIT_OS, fail, run_job
 
@@ -40,9 +45,11 @@ from rlrun.training.jobs import EXIT_CONFIG, EXIT_OS, fail, run_job
 def hydra_main(cfg: DictConfig) -> float | None:
     """Returns the objective that sweepers (Optuna) optimise: the final 100-episode mean training return, or
     what the config's `objective` names (rlrun.storage.summary.objective)."""
+    # the run's machinery (torch, envs) only once a job runs, not for errors and --help
     from rlrun.resume import load_resume
+
+    # the run's machinery (torch, envs) only once a job runs, not for errors and --help
     from rlrun.run import train
-    from rlrun.storage.summary import objective
 
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
@@ -83,6 +90,7 @@ def main() -> None:
             "(or hydra.sweep.dir=... for -m)",
         )
     if plan is not None and plan.resume is not None:
+        # the run's machinery (torch, envs) only once a job runs, not for errors and --help
         from rlrun.resume import resume
 
         resume(plan.resume, plan.resume_overrides)
@@ -90,7 +98,6 @@ def main() -> None:
     if plan is not None:
         signals.in_sweep = plan.run_dir is None
         sys.argv[1:] = plan.hydra_argv
-    from rlrun.config.schemas import register_configs
 
     register_configs()  # the schemas Hydra composes with (`--cfg` and the like skip the preflight)
     hydra_main()
@@ -128,7 +135,6 @@ def print_help(argv: list[str]) -> None:
 
 def config_groups() -> dict[str, list[str]]:
     """Each config group of rlrun.conf (Hydra's own `hydra/` aside) and its options."""
-    from importlib.resources import files
 
     groups = {}
     for entry in sorted(files("rlrun.conf").iterdir(), key=lambda e: e.name):
@@ -141,9 +147,6 @@ def config_groups() -> dict[str, list[str]]:
 
 def config_lines(cfg: Any, schema: type | None = None, indent: str = "") -> list[str]:
     """`key: value  # description` for every key of `cfg`, nested groups indented."""
-    import yaml
-
-    from rlrun.config import schemas as config
 
     schema = schema or config.RunConfig
     docs, hints = field_docs(schema), _field_types(schema)
@@ -206,13 +209,11 @@ def _class_doc(schema: type | None) -> str | None:
 
 
 def _field_types(schema: type | None) -> dict[str, Any]:
-    import typing
 
     return typing.get_type_hints(schema) if schema is not None else {}
 
 
 def _dataclass_in(hint: Any) -> type | None:
-    import typing
 
     for t in (hint, *typing.get_args(hint)):
         if isinstance(t, type) and dataclasses.is_dataclass(t):
@@ -223,8 +224,8 @@ def _dataclass_in(hint: Any) -> type | None:
 def _matching_schema(node: DictConfig) -> type | None:
     """The schema of a group whose field is typed `Any` (buffer, optimizer, algo): the dataclass of
     rlrun.config.schemas, or an algorithm's (rlrun.algos), whose fields are exactly the node's keys."""
+    # the algorithm registry only for --help
     from rlrun.algos import ALGORITHMS
-    from rlrun.config import schemas as config
 
     keys = set(node.keys())
     ours = [c for c in vars(config).values() if isinstance(c, type) and c.__module__ == config.__name__]

@@ -35,6 +35,7 @@ OPTIONAL = {
 
 
 def main() -> int:
+    # the doctor reports a broken torch install instead of failing to import
     import torch
 
     ok = True

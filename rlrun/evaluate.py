@@ -16,6 +16,8 @@ env id with a `module:` part (`helpers:CartPole-v1`, whose module gymnasium woul
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import os
 import sys
@@ -106,6 +108,7 @@ class FrameRecorder(gym.vector.VectorWrapper):
         return obs, rewards, terminated, truncated, infos
 
     def write(self, video_dir: Path, fps: int) -> list[Path]:
+        # the video extra: only when videos are asked for
         from moviepy import ImageSequenceClip
 
         video_dir.mkdir(parents=True)
@@ -120,7 +123,6 @@ class FrameRecorder(gym.vector.VectorWrapper):
 def rendering(cfg: DictConfig) -> DictConfig:
     """`cfg` with an env id that renders frames (rgb_array): the same env registered again under
     `rlrun_video/<id>` with render_mode set, so the evaluation envs are made as always (build.make_eval_envs)."""
-    import dataclasses
 
     spec = env_spec(cfg.env.id)
     video_id = f"rlrun_video/{spec.id.replace('/', '-')}"
@@ -191,7 +193,6 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
 
 def check_video_extra() -> None:
     """Before anything is played: video=true needs moviepy (and pygame for most envs' frames)."""
-    import importlib.util
 
     missing = [m for m in ("moviepy", "pygame") if importlib.util.find_spec(m) is None]
     if missing:

@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlrun.algos.acting import GreedyActor
 from rlrun.config import saved
+from rlrun.config.schemas import LoggerConfig
 from rlrun.config.validate import validate
 from rlrun.nets.networks import QNetwork
 from rlrun.storage import checkpoint as ckpt
@@ -108,7 +109,6 @@ def one_agent(cfg: DictConfig, run_dir: Path) -> DictConfig:
 
 def without_logging(cfg: DictConfig) -> DictConfig:
     """A copy of `cfg`, validated, that logs to no backend: none has to be installed to play a trained agent."""
-    from rlrun.config.schemas import LoggerConfig
 
     cfg = cfg.copy()
     cfg.logger = OmegaConf.structured(LoggerConfig)

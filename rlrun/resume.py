@@ -15,6 +15,8 @@ records the command.
 
 from __future__ import annotations
 
+from rlrun.training.signals import stop_on_signal
+
 if __name__ == "__main__":  # a signal during the imports below gets one line too
     from rlrun.training import signals
 
@@ -178,7 +180,6 @@ def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from rlrun.training.signals import stop_on_signal
 
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):

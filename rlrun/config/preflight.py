@@ -17,11 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hydra import compose as hydra_compose
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra._internal.utils import get_args_parser
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlrun.config.appconfig import RLRUN_CONFIG, ConfigSource, initialized
 from rlrun.config.overrides import integral, may_be_integral, nearest_key
+from rlrun.config.schemas import register_configs
 from rlrun.config.validate import validate
 from rlrun.envs.pixels import check_ale, check_image_obs
 from rlrun.errors import ConfigError
@@ -75,9 +80,6 @@ def compose(overrides: list[str], source: ConfigSource = RLRUN_CONFIG) -> DictCo
 
 
 def _hydra_compose(overrides: list[str], source: ConfigSource) -> DictConfig:
-    from hydra import compose as hydra_compose
-
-    from rlrun.config.schemas import register_configs
 
     register_configs()
     with initialized(source):
@@ -97,7 +99,6 @@ def integral_overrides(overrides: list[str], source: ConfigSource) -> list[str]:
 def normalized_argv(argv: list[str]) -> list[str]:
     """A command line with its integral float literals of integer keys as integers (`total_steps=1e5`),
     for Hydra's app, which reads the command line itself."""
-    from hydra._internal.utils import get_args_parser
 
     if not any(may_be_integral(a) for a in argv):  # nothing to read (and argparse's --version would print)
         return argv
@@ -136,8 +137,6 @@ class CompositionError(ConfigError):
 def job_overrides(overrides: list[str], sweeper: str) -> list[list[str]]:
     """Each job's overrides, as Hydra's basic sweeper will launch them. Other sweepers (Optuna) choose
     their jobs as they go: their base config is checked, and a bad trial fails alone."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
@@ -175,6 +174,7 @@ def check_job(task: DictConfig, probed: dict) -> None:
 
 def training_device(kind: str, pixels: bool) -> Any:
     """The device replay will live on, as `train` resolves it (which prints its note on MLPs, once)."""
+    # the builders only for the memory check of a job that will run
     from rlrun.training.device import resolve_device
 
     return resolve_device("cpu" if kind == "auto" and not pixels else kind, pixels)
@@ -182,7 +182,10 @@ def training_device(kind: str, pixels: bool) -> Any:
 
 def observation_space(task: DictConfig) -> Any:
     """The observation space of the env as the run makes it, once its spaces and pixels are checked."""
+    # the env factory only for the memory check of a job that will run
     from rlrun.envs.vector import check_spaces, env_spec
+
+    # the builders only for the memory check of a job that will run
     from rlrun.training.build import make_eval_envs
 
     e = task.env
@@ -204,6 +207,7 @@ def observation_space(task: DictConfig) -> Any:
 
 def replay_line(task: DictConfig, space: Any, on_host: bool) -> str | None:
     """What replay will hold, as a line to print when it is large; ConfigError where it cannot fit."""
+    # the algorithm registry only once a config is checked
     from rlrun.algos import algorithm
 
     if algorithm(task.algo).collector != "replay":
@@ -219,7 +223,6 @@ def replay_line(task: DictConfig, space: Any, on_host: bool) -> str | None:
 def plan(argv: list[str]) -> Plan | None:
     """Check the command line; claim its run directory. None: not a run (help, --cfg, ...), Hydra does it.
     Raises ConfigError or RunDirError (exit 2), OSError (exit 4)."""
-    from hydra._internal.utils import get_args_parser
 
     args = get_args_parser().parse_args(argv)
     if args.help or args.hydra_help or args.cfg or args.info or args.shell_completion:
@@ -286,7 +289,6 @@ def _pinned(argv: list[str], key: str, path: Path) -> list[str]:
 
 
 def _is_sweep(override: str) -> bool:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
         return OverridesParser.create().parse_override(override).is_sweep_override()

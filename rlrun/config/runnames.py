@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 # Keys (and key prefixes, ending in ".") that name no experiment: logging, devices, Hydra, the logging
@@ -76,7 +77,6 @@ def run_part(overrides: Iterable[str] | None) -> str:
 
 def swept_in(overrides: Iterable[str]) -> set[str]:
     """The keys of `overrides` that are sweeps (`a,b`, `range(...)`, `choice(...)`, `interval(...)`)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides([str(o) for o in overrides])
     return {o.key_or_group.lstrip("+~") for o in parsed if o.is_sweep_override()}

@@ -15,6 +15,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from rlrun.algos import ALGORITHMS
+from rlrun.config.runnames import job_subdir, run_part
 
 
 @dataclass
@@ -231,13 +232,11 @@ class RunConfig:
 
 
 def _run_part(overrides: Any) -> str:
-    from rlrun.config.runnames import run_part
 
     return run_part(overrides)
 
 
 def _job_dir(*, _root_: Any) -> str:
-    from rlrun.config.runnames import job_subdir
 
     return job_subdir(_root_)
 

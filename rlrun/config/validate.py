@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import typing
 from collections.abc import Mapping
@@ -241,6 +242,7 @@ def _validate_batched(cfg: DictConfig) -> None:
 
 def _validate_agents(cfg: DictConfig) -> None:
     """An `agents` list (rlrun.training.agents): its keys, then each agent's config as the single run it is."""
+    # rlrun.training imports this module: the per-agent rules are read at call time
     from rlrun.training import agents
 
     configs = agents.check(cfg)
@@ -270,7 +272,6 @@ LOGGER_EXTRAS = ("mlflow", "wandb")
 
 def _validate_logger(cfg: DictConfig) -> None:
     """A chosen backend's package is installed; W&B's mode is one it knows."""
-    import importlib.util
 
     logger = cfg.get("logger") or {}
     for name in LOGGER_EXTRAS:

@@ -168,6 +168,7 @@ def make_atari_env(
     has FIRE; false, the default here: never)."""
     fire = fire_setting(fire_reset)
     if backend == "vector":
+        # the atari extra: only for ALE games
         from ale_py.vector_env import AtariVectorEnv
 
         ale = ale_settings(env_id)
@@ -191,7 +192,10 @@ def make_atari_env(
         actions = [a.name for a in emulators.ale.get_action_set()]
         env: gym.vector.VectorEnv = SeedList(emulators)
     elif backend == "gymnasium":
+        # the atari extra: only for ALE games
         import ale_py
+
+        # Atari's preprocessing: only for ALE games
         from gymnasium.wrappers import AtariPreprocessing
 
         gym.register_envs(ale_py)

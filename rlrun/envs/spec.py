@@ -23,6 +23,7 @@ def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
         env_id = name
     if env_id.startswith("ALE/"):
         try:
+            # the atari extra: only for ALE games
             import ale_py
 
             gym.register_envs(ale_py)

@@ -10,6 +10,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import FlattenObservation, FrameStackObservation
 from gymnasium.wrappers.vector import ClipReward, NormalizeReward, RecordEpisodeStatistics, TransformReward
 
+from rlrun.envs.cartpole import CartPoleVectorEnv
 from rlrun.envs.spec import env_spec
 from rlrun.envs.wrappers import DiscretizeAction
 from rlrun.errors import ConfigError
@@ -62,6 +63,7 @@ def make_vector_env(
     which presents the same interface with whole games in the episode statistics.
     """
     if atari is not None:  # ALE games: rlrun.envs.atari, which records whole games in its episode statistics
+        # ale-py (the atari extra) only for ALE games
         from rlrun.envs.atari import make_atari_env
 
         envs: gym.vector.VectorEnv = make_atari_env(
@@ -110,7 +112,6 @@ def gym_vector_env(
                 "vector",
                 f"auto, sync or async for {env_id} (vector: CartPole-v1 without action_bins or frame_stack)",
             )
-        from rlrun.envs.cartpole import CartPoleVectorEnv
 
         return CartPoleVectorEnv(num_envs, max_episode_steps or env_spec(env_id).max_episode_steps or 500)
     kwargs = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}

@@ -70,6 +70,7 @@ class RunLogger:
         self.out_dir = Path(out_dir)
         self.label = label  # prefixes this run's log lines (an agent of a batched run: "seed=3: ")
         if sinks is None:
+            # each backend's client only when its logger is chosen
             from rlrun.logs.sinks.tensorboard import TensorBoardSink
 
             sinks = [TensorBoardSink(self.out_dir, resume_step)]
@@ -238,9 +239,11 @@ class RunLogger:
     def plot(self, title: str) -> Path | None:
         if not self.history:
             return None
+        # matplotlib takes ~0.5 s to import: only when a figure is drawn
         import matplotlib
 
         matplotlib.use("Agg")
+        # matplotlib takes ~0.5 s to import: only when a figure is drawn
         import matplotlib.pyplot as plt
 
         steps, rets = map(np.asarray, zip(*self.history))

@@ -17,9 +17,11 @@ CURVE_BOOTSTRAP_REPS = 500  # resamples behind a learning-curve band
 
 
 def _pyplot() -> Any:
+    # matplotlib takes ~0.5 s to import: only when a figure is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # matplotlib takes ~0.5 s to import: only when a figure is drawn
     import matplotlib.pyplot as plt
 
     return plt
@@ -28,6 +30,7 @@ def _pyplot() -> Any:
 def _colors(configurations: Any) -> dict[str, Any]:
     """One colour per configuration, the same in every figure: rliable's colour-blind palette up to 10,
     evenly spaced hues beyond (so no two share a colour)."""
+    # the report extra: imported only when a report is drawn
     import seaborn as sns
 
     names = sorted(set(configurations))
@@ -44,6 +47,7 @@ def _save(fig: Any, path: Path) -> Path:
 
 def _readable_axes(ax: Any, x_format: str = "{:,.0f}") -> None:
     """Tick labels as plain numbers (10,000 rather than 1e4 with an offset)."""
+    # matplotlib takes ~0.5 s to import: only when a figure is drawn
     from matplotlib.ticker import FuncFormatter
 
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: x_format.format(x)))
@@ -52,6 +56,7 @@ def _readable_axes(ax: Any, x_format: str = "{:,.0f}") -> None:
 
 def _legend_below(fig: Any, entries: dict[str, Any]) -> None:
     """One legend for the whole figure, under its axes (never over a curve): label -> colour or artist."""
+    # matplotlib takes ~0.5 s to import: only when a figure is drawn
     from matplotlib.lines import Line2D
 
     handles = [e if not isinstance(e, tuple) else Line2D([], [], color=e, linewidth=2) for e in entries.values()]
@@ -69,6 +74,7 @@ def _legend_below(fig: Any, entries: dict[str, Any]) -> None:
 
 def _iqm_curve(ax: Any, g: pd.DataFrame, color: Any, points: int) -> int:
     """The IQM over seeds of one configuration's curve with its 95% band; returns the number of seeds."""
+    # the report extra: imported only when a report is drawn
     from rliable import library as rly
 
     runs = [c for _, c in g.groupby("job") if len(c)]
@@ -121,6 +127,7 @@ def plot_curves(
     entries: dict[str, Any] = {f"{c} (n={n})": colors[c] for c, n in sorted(seeds.items())}
     shown = [t for t in (thresholds or {}).values() if t is not None and np.isfinite(t)]
     if shown:
+        # matplotlib takes ~0.5 s to import: only when a figure is drawn
         from matplotlib.lines import Line2D
 
         entries[f"solve threshold {shown[0]:g}"] = Line2D([], [], color="grey", linestyle="--", linewidth=1)
@@ -131,6 +138,7 @@ def plot_curves(
 def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2):
     """rliable's performance profile per env: for every return tau, the fraction of a configuration's runs
     scoring above it, with a 95% stratified bootstrap band."""
+    # the report extra: imported only when a report is drawn
     from rliable import library as rly, plot_utils
 
     column = score_column(runs)
@@ -166,6 +174,7 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
         )
         entries.update({f"{config} (n={len(g)})": colors[config] for config, g in groups.items()})
         if len(threshold):
+            # matplotlib takes ~0.5 s to import: only when a figure is drawn
             from matplotlib.lines import Line2D
 
             ax.axvline(threshold.iloc[0], color="grey", linestyle="--", linewidth=1)

@@ -21,6 +21,7 @@ import csv
 import errno
 import os
 import secrets
+import shlex
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +48,6 @@ def holds_run(path: Path) -> bool:
 
 
 def shell_quote(path: Path) -> str:
-    import shlex
 
     return shlex.quote(str(path))
 

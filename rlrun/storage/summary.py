@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, TypedDict, cast
 
+import numpy as np
 import yaml
 
 from rlrun.storage import rundir
@@ -129,7 +130,6 @@ def robust_score(summary: Mapping[str, Any]) -> float | None:
     one, are still at it), plus a tie-break worth less than one agent: (1 - q80 / budget) / (K + 1), q80
     being the 80th percentile of the agents' steps to the threshold (an agent that never reached it counts
     the whole budget). In [0, 1 + 1/(K+1)); None without a threshold."""
-    import numpy as np
 
     agents = list(summary.get("agents", {}).values()) or [summary]
     budget = summary.get("env_steps_per_agent") or summary.get("env_steps")

@@ -15,6 +15,7 @@ class ReportCallback(Callback):
     """Writes and prints the sweep report (rlrun.report) when a multirun ends."""
 
     def on_multirun_end(self, config, **kwargs: Any) -> None:
+        # pandas and rliable only when a multirun ends, not in every job
         from rlrun.report import ReportExtraMissing
 
         try:

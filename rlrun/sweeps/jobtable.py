@@ -149,6 +149,7 @@ def quiet(name: str) -> Iterator[None]:
 
 
 def _events_curve(run_dir: Path, tag: str) -> pd.DataFrame:
+    # tensorboard's event reader takes seconds to import: only when curves are read
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     with quiet("tensorboard"):

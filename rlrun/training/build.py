@@ -247,6 +247,7 @@ def config_record(cfg: DictConfig) -> ConfigRecord:
 def population(cfg: DictConfig, out_dir: Path, reward_threshold: float | None, resume_step: int | None) -> Population:
     """One logger per agent, with the chosen logging backends: into the run directory (K = 1) or into each
     agent's `seed=<S>/`, logged as a run of its own."""
+    # each backend's client only when its logger is chosen
     from rlrun.logs.sinks import SinkRun, make_sinks, run_name
 
     seeds, labels = agent_seeds(cfg), rlrun.training.agents.agent_labels(cfg)

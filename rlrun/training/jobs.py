@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from rlrun.envs.failure import EnvError
-from rlrun.errors import ConfigError
+from rlrun.errors import ConfigError, NonFiniteError
 from rlrun.storage import rundir, summary as run_summary
+from rlrun.storage.checkpoint import CheckpointError
 
 EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_ENV, EXIT_PREEMPTED = 2, 3, 4, 5, 75  # 75 = EX_TEMPFAIL: try again
 
@@ -25,7 +26,6 @@ EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_ENV, EXIT_PREEMPTED = 2, 3, 4, 5, 75 
 def refused(error: BaseException) -> bool:
     """A refusal (bad config, a run directory that holds a run or is in use, an unloadable checkpoint).
     The checkpoint module (torch) is imported here, not at the top: the command line and `--help` stay fast."""
-    from rlrun.storage.checkpoint import CheckpointError
 
     return isinstance(error, (ConfigError, CheckpointError, rundir.RunDirError))
 
@@ -97,7 +97,6 @@ def backend_lines(runs: list[dict[str, Any]], out_dir: Path) -> list[str]:
 
 def exit_code(error: Exception, out_dir: Path) -> tuple[int | None, str]:
     """The exit code and one-line message for an error of a run; (None, repr) for an unexpected one."""
-    from rlrun.errors import NonFiniteError
 
     if refused(error):
         return EXIT_CONFIG, str(error)
@@ -123,6 +122,7 @@ def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: int | N
     """Run `job` (a training run writing into `out_dir`) and turn each way it can fail into one line and an
     exit code. In a sweep (`sweep_job` is the job's number), a failed job is recorded in its directory and
     the sweep goes on."""
+    # the training stack only when a job runs (jobs.py is imported by the CLI's error paths)
     from rlrun.training.loop import Preempted
 
     try:

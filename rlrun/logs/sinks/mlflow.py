@@ -73,6 +73,7 @@ def sqlite_artifacts(uri: str) -> str | None:
 class MLflowSink:
     def __init__(self, run: SinkRun, tracking_uri: str | None = None, experiment: str | None = None):
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it writes ~/.config/mlflow and calls home
+        # the mlflow extra: imported only when logger=mlflow
         from mlflow import MlflowClient
 
         for name in ("mlflow", "alembic"):  # "Creating initial MLflow database tables..." is not for users
@@ -102,6 +103,7 @@ class MLflowSink:
     def _resumed_run(self, state: Path) -> str | None:
         """The MLflow run a resumed run continues: the one in `mlflow_run.json`, if this store holds it (a
         resume may log to another store than the run did: then it starts a new MLflow run there)."""
+        # the mlflow extra: imported only when logger=mlflow
         from mlflow.exceptions import MlflowException
 
         try:
@@ -112,6 +114,7 @@ class MLflowSink:
         return str(run_id)
 
     def _experiment(self, name: str, artifact_location: str | None) -> str:
+        # the mlflow extra: imported only when logger=mlflow
         from mlflow.exceptions import MlflowException
 
         found = self.client.get_experiment_by_name(name)
@@ -126,6 +129,7 @@ class MLflowSink:
             return found.experiment_id
 
     def start(self, params: dict[str, Any], config_yaml: str) -> None:
+        # the mlflow extra: imported only when logger=mlflow
         from mlflow.entities import Param
 
         items = [Param(k, str(v)[:PARAM_VALUE_MAX]) for k, v in params.items()]
@@ -134,6 +138,7 @@ class MLflowSink:
         self.client.log_text(self.run_id, config_yaml, "config.yaml")
 
     def scalar(self, tag: str, value: float, step: int) -> None:
+        # the mlflow extra: imported only when logger=mlflow
         from mlflow.entities import Metric
 
         self._metrics.append(Metric(tag, float(value), int(time.time() * 1000), step))

@@ -77,6 +77,7 @@ def mlflow_problem(uri: str) -> str | None:
 
 
 def _file_store_allowed() -> bool:
+    # the mlflow extra: imported only when logger=mlflow
     from mlflow import environment_variables
 
     allow = getattr(environment_variables, "MLFLOW_ALLOW_FILE_STORE", None)  # MLflow 3.7+; older allow them
@@ -165,6 +166,7 @@ def check_wandb(mode: str | None, probed: dict) -> None:
     url = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
     if ("wandb", url) in probed:
         return
+    # only to reach a remote tracking server
     import requests
 
     problem = _within(lambda: requests.head(url, timeout=PROBE_SECONDS))

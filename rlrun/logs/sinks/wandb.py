@@ -42,6 +42,7 @@ def use_cache_dir(path: str) -> None:
 
 
 def release_cache_dir() -> None:
+    # the wandb extra: imported only when logger=wandb
     import wandb
 
     _Service.open -= 1
@@ -73,6 +74,7 @@ def resolve_mode(mode: str | None) -> str:
 
 class WandbSink:
     def __init__(self, run: SinkRun, mode: str | None = None, project: str = "rlrun", entity: str | None = None):
+        # the wandb extra: imported only when logger=wandb
         import wandb
 
         use_cache_dir(str((run.root / "wandb" / "cache").resolve()))
