@@ -19,15 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import torch
 from omegaconf import DictConfig
-from torch.nn import functional
 
 from rlrun.algos.base import COMMON_BATCHABLE, Algorithm, PerAgent, Schedule
-from rlrun.algos.update import UpdateStep
 from rlrun.config.checks import cfg_get, check, in_range, positive
 from rlrun.errors import ConfigError
-from rlrun.nets.heads import ScalarHead
 
 if TYPE_CHECKING:
     import torch
@@ -43,6 +39,8 @@ LOSSES = {"huber": "smooth_l1_loss", "mse": "mse_loss"}
 
 def scalar_loss(name: str) -> Callable[..., torch.Tensor]:
     """The per-sample scalar loss `name` (huber or mse) as torch's function."""
+    # torch only when a learner is built: the registry is read by --help, which stays torch-free
+    from torch.nn import functional
 
     return getattr(functional, LOSSES[name])
 
@@ -86,6 +84,8 @@ class TDLoss:
         iqn_target_taus: int = 8,
         noise_generator: Any = None,
     ):
+        # torch only when a learner is built: the registry is read by --help, which stays torch-free
+        from rlrun.nets.heads import ScalarHead
 
         # QNetwork and the stacked networks declare their head; any other module maps obs to scalar Q-values.
         self.online, self.target, self.head = online, target, getattr(online, "q_head", ScalarHead())
@@ -107,6 +107,8 @@ class TDLoss:
     def sample_taus(self, batch_shape: torch.Size, n: int) -> torch.Tensor:
         """IQN: (..., B, n) fractions ~ U(0, 1), each agent's from its own generator (as its single run draws
         them, so a stacked agent equals its single-seed run)."""
+        # torch only when a learner is built: the registry is read by --help, which stays torch-free
+        import torch
 
         generators = self.noise_generator
         if self.agents is None or not isinstance(generators, (list, tuple)):
@@ -121,6 +123,8 @@ def dqn_learner(online: Any, optimizer: Any, *, noise_generator: Any = None, **s
     """A DQN learner from plain values: a target net copied from `online`, the TD loss module (`settings`
     named in TD_KEYS: TDLoss's keywords, defaults AlgoConfig's), and the shared update step (the other
     `settings`: rlrun.algos.update.UpdateStep's keywords)."""
+    # torch only when a learner is built: the registry is read by --help, which stays torch-free
+    from rlrun.algos.update import UpdateStep
 
     target = copy.deepcopy(online).requires_grad_(False)
     td = TDLoss(

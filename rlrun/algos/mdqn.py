@@ -22,14 +22,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import torch
 from omegaconf import DictConfig
 
 from rlrun.algos import dqn
 from rlrun.algos.base import Algorithm, PerAgent
-from rlrun.algos.update import UpdateStep
 from rlrun.config.checks import check, in_range, one_of
-from rlrun.nets.heads import ScalarHead
 
 if TYPE_CHECKING:  # imported where used: the schema and rules are read without torch (rlrun.algos.dqn)
     import torch
@@ -65,6 +62,8 @@ def munchausen_target(
 ) -> torch.Tensor:
     """The Munchausen target of a batch from the target net's Q-values: `q` = Q_target(s, .) and `next_q` =
     Q_target(s', .), (..., B, A); `actions`, `rewards`, `discounts`: (..., B). Any leading (agent) axes."""
+    # torch only when a learner is built: the registry is read by --help, which stays torch-free
+    import torch
 
     with torch.no_grad():
         log_pi = torch.log_softmax(q / temperature, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
@@ -88,6 +87,8 @@ class MunchausenLoss:
         temperature: float = 0.03,
         l0: float = -1.0,
     ):
+        # torch only when a learner is built: the registry is read by --help, which stays torch-free
+        from rlrun.nets.heads import ScalarHead
 
         head = getattr(online, "q_head", ScalarHead())
         if head.name != "scalar" or loss not in dqn.LOSSES:
@@ -96,6 +97,8 @@ class MunchausenLoss:
         self.munchausen_alpha, self.temperature, self.l0 = munchausen_alpha, temperature, l0
 
     def td_target(self, batch: Batch) -> torch.Tensor:
+        # torch only when a learner is built: the registry is read by --help, which stays torch-free
+        import torch
 
         with torch.no_grad():
             q, next_q = self.target(batch.obs), self.target(batch.next_obs)
@@ -129,6 +132,8 @@ def mdqn_learner(
 ) -> UpdateStep:
     """An M-DQN learner from plain values: a target net copied from `online`, the Munchausen loss module, and
     the shared update step (`update`: rlrun.algos.update.UpdateStep's keywords)."""
+    # torch only when a learner is built: the registry is read by --help, which stays torch-free
+    from rlrun.algos.update import UpdateStep
 
     target = copy.deepcopy(online).requires_grad_(False)
     mloss = MunchausenLoss(online, target, loss=loss, munchausen_alpha=munchausen_alpha, temperature=temperature, l0=l0)

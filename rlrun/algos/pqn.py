@@ -19,14 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import torch
 from omegaconf import DictConfig
 
 from rlrun.algos.base import COMMON_BATCHABLE, Algorithm, PerAgent, Schedule
 from rlrun.algos.dqn import AlgoConfig, require_scalar_head, scalar_loss, update_settings
-from rlrun.algos.update import UpdateStep
 from rlrun.config.checks import cfg_get, check, in_range, positive
-from rlrun.replay import Batch
 
 if TYPE_CHECKING:  # imported where used: the schema and rules are read without torch (rlrun.algos.dqn)
     import torch
@@ -69,6 +66,8 @@ def lambda_returns(
     at the rollout's last step and where an episode ends, the return cannot continue:
         G_t = r_t + gamma * next_values[t]  (truncated, or the rollout ends),   G_t = r_t  (terminated).
     """
+    # torch only when a learner is built: the registry is read by --help, which stays torch-free
+    import torch
 
     returns = torch.empty_like(rewards)
     later = next_values[-1]  # beyond the rollout: G_T is replaced by the bootstrap value itself
@@ -123,6 +122,8 @@ class QLambdaBatches:
 
     def rollout_returns(self, data: dict[str, torch.Tensor]) -> torch.Tensor:
         """(T, K * N) lambda-returns of a rollout (rlrun.replay.rollout.Rollout.tensors) under the current network."""
+        # torch only when a learner is built: the registry is read by --help, which stays torch-free
+        import torch
 
         t_steps, rows = data["rewards"].shape
         next_obs = self._per_agent(data["next_obs"])
@@ -138,6 +139,11 @@ class QLambdaBatches:
 
     def __call__(self, rollout: Rollout) -> Iterator[Batch]:
         """The minibatches of one update phase: returns computed once, then `update_epochs` passes."""
+        # torch only when a learner is built: the registry is read by --help, which stays torch-free
+        import torch
+
+        # torch only when a learner is built: the registry is read by --help, which stays torch-free
+        from rlrun.replay import Batch
 
         data = rollout.tensors(self.device)
         returns = self._per_agent(self.rollout_returns(data))
@@ -187,6 +193,8 @@ def pqn_learner(
     """A PQN learner from plain values (defaults: PQNAlgoConfig's; `update`: rlrun.algos.update.UpdateStep's
     keywords): the shared update step with PQN's loss, fed by `learner.batches(rollout)`. `generators`: one
     per agent, for shuffling."""
+    # torch only when a learner is built: the registry is read by --help, which stays torch-free
+    from rlrun.algos.update import UpdateStep
 
     learner = UpdateStep(online, optimizer, PQNLoss(online, loss), **update)
     learner.batches = QLambdaBatches(

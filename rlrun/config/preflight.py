@@ -26,12 +26,12 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlrun.config.appconfig import RLRUN_CONFIG, ConfigSource, initialized
 from rlrun.config.overrides import integral, may_be_integral, nearest_key
+from rlrun.config.replay_memory import check_replay
 from rlrun.config.schemas import register_configs
 from rlrun.config.validate import validate
 from rlrun.envs.pixels import check_ale, check_image_obs
 from rlrun.errors import ConfigError
 from rlrun.logs.sinks.reachable import check_backends
-from rlrun.replay.memory import check_replay
 from rlrun.storage import rundir
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"

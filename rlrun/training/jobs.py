@@ -18,7 +18,6 @@ from typing import Any, NoReturn
 from rlrun.envs.failure import EnvError
 from rlrun.errors import ConfigError, NonFiniteError
 from rlrun.storage import rundir, summary as run_summary
-from rlrun.storage.checkpoint import CheckpointError
 
 EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_ENV, EXIT_PREEMPTED = 2, 3, 4, 5, 75  # 75 = EX_TEMPFAIL: try again
 
@@ -26,6 +25,8 @@ EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_ENV, EXIT_PREEMPTED = 2, 3, 4, 5, 75 
 def refused(error: BaseException) -> bool:
     """A refusal (bad config, a run directory that holds a run or is in use, an unloadable checkpoint).
     The checkpoint module (torch) is imported here, not at the top: the command line and `--help` stay fast."""
+    # torch only when a job's checkpoint fails, not on the CLI's other paths
+    from rlrun.storage.checkpoint import CheckpointError
 
     return isinstance(error, (ConfigError, CheckpointError, rundir.RunDirError))
 
@@ -97,7 +98,6 @@ def backend_lines(runs: list[dict[str, Any]], out_dir: Path) -> list[str]:
 
 def exit_code(error: Exception, out_dir: Path) -> tuple[int | None, str]:
     """The exit code and one-line message for an error of a run; (None, repr) for an unexpected one."""
-
     if refused(error):
         return EXIT_CONFIG, str(error)
     if isinstance(error, NonFiniteError):

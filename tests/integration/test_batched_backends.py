@@ -188,7 +188,7 @@ def sweep(where: Path, *args: str, rc: int = 0, resume: bool = False) -> subproc
     argv = ["-m", *SWEEP, *args, f"hydra.sweep.dir={where}"]
     if resume:  # the Hydra app itself, as rlrun.cli hands a checked command over (see the test above)
         code = (
-            "import sys; from rlrun import signals; from rlrun.config.schemas import register_configs; "
+            "import sys; from rlrun.training import signals; from rlrun.config.schemas import register_configs; "
             "from rlrun.cli import hydra_main; signals.stop_on_signal(); signals.in_sweep = True; "
             f"sys.argv[1:] = {[*argv, 'hydra.launcher.resume=true']!r}; register_configs(); hydra_main()"
         )

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 from test_reliability import in_process
 
-from rlrun.config import preflight
+from rlrun.config import preflight, replay_memory as memory
 from rlrun.errors import ConfigError
-from rlrun.replay import memory
 
 pytest.importorskip("ale_py")
 pytest.importorskip("cv2")

@@ -333,7 +333,7 @@ def test_a_signal_during_the_imports_imports_nothing_from_its_handler():
     meeting a half-made `logging`); the handler must not import anything then. Here any import of filelock
     fails, as it would mid-import, and rlrun.storage.rundir is not imported yet: one line, exit 143."""
     probe = (
-        "import os, signal, sys; from rlrun import signals; signals.stop_on_signal(); "
+        "import os, signal, sys; from rlrun.training import signals; signals.stop_on_signal(); "
         "assert 'rlrun.storage.rundir' not in sys.modules; sys.modules['filelock'] = None; "
         "os.kill(os.getpid(), signal.SIGTERM)"
     )
