@@ -1,5 +1,5 @@
 """How robust a preset is on seeds it was not tuned on: `seeds=N` agents of the preset in one process (seeds
-S..S+N-1, batched: rlrun.training.population), then per preset the figures docs/algorithms.md reports.
+S..S+N-1, batched: rlrun.training.population), then per preset the figures docs/presets.md reports.
 
     python scripts/preset_seeds.py                                   # every preset, seeds 2000-2019
     python scripts/preset_seeds.py --presets default qrdqn --seeds 20 --first 2000
