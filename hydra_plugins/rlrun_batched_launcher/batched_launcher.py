@@ -41,7 +41,7 @@ class BatchedLauncherConf:
     _target_: str = "hydra_plugins.rlrun_batched_launcher.batched_launcher.BatchedLauncher"
     max_agents: int = 64  # jobs trained together in one process at most
     # Groups at a time: on `local`, processes (> 1: each spawned, one core each); on a cluster, the GPUs or
-    # nodes the sweep may use. The sweep is cut into at least this many groups (docs/sweeps.md).
+    # nodes the sweep may use. The sweep is cut into at least this many groups (docs/batched.md).
     n_jobs: int = 1
     backend: str = "local"  # where each group runs: local | submitit | ray
     # A rerun of the same sweep command (same hydra.sweep.dir): finished groups are skipped, unfinished ones
