@@ -4,7 +4,7 @@ S..S+N-1, batched: rlrun.training.population), then per preset the figures docs/
     python scripts/preset_seeds.py                                   # every preset, seeds 2000-2019
     python scripts/preset_seeds.py --presets default qrdqn --seeds 20 --first 2000
     python scripts/preset_seeds.py --keep outputs/presets            # keep the runs (else a temporary dir)
-    python scripts/preset_seeds.py --compare default default_pre_retune --seeds 100 --first 7000 --keep runs
+    python scripts/preset_seeds.py --compare default_pre_retune default_retune --seeds 100 --first 7000 --keep runs
 
 The confirmation step of the tuning recipe (docs/sweeps.md): `--compare INCUMBENT CANDIDATE` runs both on
 the same seeds (>= 100, never used to choose either) and compares them pairwise (scripts/benchlib/paired.py):
@@ -82,8 +82,8 @@ def run_command(name: str, first: int, seeds: int) -> list[str]:
 
 
 def run_process(name: str, first: int, seeds: int, out: Path) -> tuple[dict, float]:
-    """Train `seeds` agents of the variant in one process into `out`, or reuse a finished run of the same
-    overrides there (its wall time is then the one the run recorded)."""
+    """Train `seeds` agents of the variant in one process into `out`, or reuse a finished run there whose
+    composed config is the variant's (its wall time is then the one the run recorded)."""
     overrides = run_command(name, first, seeds)
     saved = out / ".hydra" / "config.yaml"
     if (out / "summary.json").exists() and saved.exists():
