@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlrun.config.appconfig import RLRUN_CONFIG, ConfigSource, initialized
 from rlrun.config.overrides import integral, may_be_integral, nearest_key
-from rlrun.config.replay_memory import check_replay
+from rlrun.config.replay_memory import check_replay, stored_obs_itemsize
 from rlrun.config.schemas import register_configs
 from rlrun.config.validate import validate
 from rlrun.envs.pixels import check_ale, check_image_obs
@@ -199,7 +199,7 @@ def observation_space(task: DictConfig) -> Any:
     try:
         check_spaces(envs, e.id)
         space = envs.single_observation_space
-        check_image_obs(e.id, space, e.frame_stack)
+        check_image_obs(e.id, space, e.frame_stack, task.network.encoder)
     finally:
         envs.close()
     return space
@@ -215,8 +215,9 @@ def replay_line(task: DictConfig, space: Any, on_host: bool) -> str | None:
     agents = len(task.get("agents") or []) or task.seeds
     prioritized = str(task.buffer._target_).endswith("PrioritizedReplayBuffer")
     shape = tuple(space.shape)
+    itemsize = stored_obs_itemsize(space.dtype)
     return check_replay(
-        task.buffer.capacity, shape, task.env.frame_stack, task.env.num_envs, agents, prioritized, on_host
+        task.buffer.capacity, shape, task.env.frame_stack, task.env.num_envs, agents, prioritized, on_host, itemsize
     )
 
 

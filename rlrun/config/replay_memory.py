@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
+
 from rlrun.errors import ConfigError
 
 LARGE = 2**30  # bytes: from here on, say at the start what replay will hold
@@ -25,16 +27,28 @@ def frame_store_frames(capacity: int, num_envs: int, frame_stack: int) -> int:
     return capacity + capacity // 16 + 1024 + num_envs * frame_stack
 
 
+def stored_obs_itemsize(obs_dtype) -> int:
+    """Bytes per stored observation element: uint8 observations (MinAtar's grids, ALE RAM) are stored as
+    they come, anything else as float32 (rlrun.training.build)."""
+    return 1 if np.dtype(obs_dtype) == np.uint8 else 4
+
+
 def replay_bytes(
-    capacity: int, obs_shape: tuple[int, ...], frame_stack: int, num_envs: int, prioritized: bool = False
+    capacity: int,
+    obs_shape: tuple[int, ...],
+    frame_stack: int,
+    num_envs: int,
+    prioritized: bool = False,
+    obs_itemsize: int = 4,
 ) -> int:
     """Bytes of one agent's replay: stacked frames stored once (uint8) with 2 index stacks (int64) per
-    slot, or else float32 obs and next_obs; plus each slot's other fields and PER's float64 sum tree."""
+    slot, or else obs and next_obs (`obs_itemsize` bytes each element); plus each slot's other fields and
+    PER's float64 sum tree."""
     if frame_stack:
         frame = math.prod(obs_shape[1:])  # uint8 pixels of one frame
         storage = frame_store_frames(capacity, num_envs, frame_stack) * frame + capacity * 2 * frame_stack * 8
     else:
-        storage = capacity * 2 * math.prod(obs_shape) * 4
+        storage = capacity * 2 * math.prod(obs_shape) * obs_itemsize
     tree = 2 * (1 << max(0, (capacity - 1).bit_length())) * 8 if prioritized else 0
     return storage + capacity * PER_SLOT + tree
 
@@ -81,17 +95,20 @@ def check_replay(
     agents: int,
     prioritized: bool,
     on_host: bool,
+    obs_itemsize: int = 4,
 ) -> str | None:
     """The line to print about replay's size (None when it is small), or a ConfigError naming
     buffer.capacity when replay on the host would not fit the available memory."""
-    total = agents * replay_bytes(capacity, obs_shape, frame_stack, num_envs, prioritized)
+    total = agents * replay_bytes(capacity, obs_shape, frame_stack, num_envs, prioritized, obs_itemsize)
     if total <= LARGE:
         return None
     what = f"{capacity:,} frames of {'x'.join(map(str, obs_shape[1:]))}" if frame_stack else f"{capacity:,} obs"
     what += " per agent" + (f", {agents} agents" if agents > 1 else "")
     available = available_memory() if on_host else None
     if available is not None and total > available:
-        fit = fitting_capacity(int(available * HEADROOM), obs_shape, frame_stack, num_envs, agents, prioritized)
+        fit = fitting_capacity(
+            int(available * HEADROOM), obs_shape, frame_stack, num_envs, agents, prioritized, obs_itemsize
+        )
         raise ConfigError(
             "buffer.capacity",
             capacity,
@@ -103,15 +120,21 @@ def check_replay(
 
 
 def fitting_capacity(
-    budget: int, obs_shape: tuple[int, ...], frame_stack: int, num_envs: int, agents: int, prioritized: bool
+    budget: int,
+    obs_shape: tuple[int, ...],
+    frame_stack: int,
+    num_envs: int,
+    agents: int,
+    prioritized: bool,
+    obs_itemsize: int = 4,
 ) -> int:
     """The largest capacity (a multiple of 1,000 from 1,000 on, else 1) whose replay fits `budget` bytes."""
     lo, hi = 0, 1
-    while agents * replay_bytes(hi, obs_shape, frame_stack, num_envs, prioritized) <= budget:
+    while agents * replay_bytes(hi, obs_shape, frame_stack, num_envs, prioritized, obs_itemsize) <= budget:
         lo, hi = hi, hi * 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if agents * replay_bytes(mid, obs_shape, frame_stack, num_envs, prioritized) <= budget:
+        if agents * replay_bytes(mid, obs_shape, frame_stack, num_envs, prioritized, obs_itemsize) <= budget:
             lo = mid
         else:
             hi = mid

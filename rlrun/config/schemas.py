@@ -60,7 +60,7 @@ class QNetworkConfig:
     dueling: bool = False  # separate value and advantage streams (Wang et al. 2016)
     layer_norm: bool = True  # LayerNorm after each hidden layer
     activation: str = "relu"  # relu | tanh | elu | gelu
-    encoder: str = "mlp"  # mlp | nature_cnn (pixels: 3 conv layers of Mnih et al. 2015, then hidden_sizes)
+    encoder: str = "mlp"  # mlp | nature_cnn (stacked frames: Mnih et al. 2015) | minatar_cnn (grids); then hidden_sizes
     num_atoms: int = 1  # > 1: C51 distributional head over linspace(v_min, v_max, num_atoms)
     v_min: float = -10.0  # C51 support: lowest return
     v_max: float = 10.0  # C51 support: highest return

@@ -92,7 +92,7 @@ def _env(cfg: DictConfig) -> None:
     if cfg.env.clip_reward is not None:
         positive(cfg, "env.clip_reward")
     in_range(cfg, "env.frame_stack", 0, math.inf, hi_open=True)
-    one_of(cfg, "network.encoder", ["mlp", "nature_cnn"])
+    one_of(cfg, "network.encoder", ["mlp", "nature_cnn", "minatar_cnn"])
     if cfg.env.frame_stack > 0:
         check(
             cfg.network.encoder == "nature_cnn",

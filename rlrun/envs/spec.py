@@ -11,7 +11,8 @@ from rlrun.errors import ConfigError
 
 
 def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
-    """The registered spec of `env_id` (registering ALE's games first for `ALE/` ids), or a ConfigError.
+    """The registered spec of `env_id` (registering ALE's games first for `ALE/` ids, rlrun's MinAtar games
+    for `MinAtar/` ids), or a ConfigError.
     A `module:name` id imports its module first, as `gym.make` does: such ids come from the command line
     only (a saved one is refused unless the command line repeats it, rlrun.config.saved)."""
     module, _, name = env_id.rpartition(":")
@@ -31,6 +32,10 @@ def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
             raise ConfigError(
                 "env.id", env_id, "an installed env: ALE games need the atari extra (pip install -e '.[atari]')"
             ) from None
+    if env_id.startswith("MinAtar/"):  # rlrun's own registration (rlrun.envs.minatar), the minatar extra
+        from rlrun.envs.minatar import register_minatar
+
+        register_minatar()
     try:
         return gym.spec(env_id)
     except gym.error.Error as e:

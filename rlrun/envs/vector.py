@@ -102,6 +102,7 @@ def gym_vector_env(
     """Any gymnasium id in gymnasium's sync or async vector env, or CartPole-v1 as one numpy vector env
     (`vector`, rlrun.envs.cartpole: the same numbers as sync), SAME_STEP autoreset. `auto` is `vector` where
     that exists, sync otherwise."""
+    env_spec(env_id)  # registers rlrun's own ids (MinAtar) and refuses unknown ones with the key named
     numpy_env = env_id == "CartPole-v1" and action_bins is None and not frame_stack
     if vectorization == "auto":
         vectorization = "vector" if numpy_env else "sync"

@@ -101,6 +101,27 @@ def _init_linear(net: nn.Module, weight_init) -> None:
             nn.init.zeros_(m.bias)
 
 
+def nature_cnn(channels: int) -> nn.Sequential:
+    """Nature DQN's (Mnih et al. 2015) three conv layers for stacked 84x84 frames."""
+    return nn.Sequential(
+        nn.Conv2d(channels, 32, 8, stride=4),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 4, stride=2),
+        nn.ReLU(),
+        nn.Conv2d(64, 64, 3, stride=1),
+        nn.ReLU(),
+        nn.Flatten(),
+    )
+
+
+def minatar_cnn(channels: int) -> nn.Sequential:
+    """MinAtar's (Young & Tian 2019): one conv layer of 16 3x3 filters, stride 1, over the 10x10 grid."""
+    return nn.Sequential(nn.Conv2d(channels, 16, 3, stride=1), nn.ReLU(), nn.Flatten())
+
+
+# network.encoder -> the conv stack for (C, H, W) observations; `mlp` flattens instead.
+ENCODERS = {"nature_cnn": nature_cnn, "minatar_cnn": minatar_cnn}
+
 INITS = {
     "default": lambda net: None,  # torch's Kaiming-uniform defaults
     "xavier": lambda net: _init_linear(net, nn.init.xavier_uniform_),
@@ -165,19 +186,14 @@ class QNetwork(nn.Module):
         linear = (lambda i, o: NoisyLinear(i, o, noisy_sigma0)) if noisy else nn.Linear
         layers: list[nn.Module] = []
         in_dim = obs_dim
-        self.pixels = encoder == "nature_cnn"
-        if self.pixels:  # uint8 frames (C, H, W), scaled to [0, 1] on the training device
-            assert obs_shape is not None, "a pixel encoder needs obs_shape (C, H, W)"
+        self.encoder = encoder
+        self.pixels = encoder != "mlp"  # a convolutional encoder over (C, H, W) observations
+        # nature_cnn reads uint8 frames (0-255), scaled to [0, 1] on the training device; minatar_cnn 0/1 grids.
+        self.input_scale = 1.0 / 255.0 if encoder == "nature_cnn" else 1.0
+        if self.pixels:
+            assert obs_shape is not None and len(obs_shape) == 3, f"{encoder} needs (C, H, W) observations"
             channels, height, width = obs_shape
-            conv = nn.Sequential(
-                nn.Conv2d(channels, 32, 8, stride=4),
-                nn.ReLU(),
-                nn.Conv2d(32, 64, 4, stride=2),
-                nn.ReLU(),
-                nn.Conv2d(64, 64, 3, stride=1),
-                nn.ReLU(),
-                nn.Flatten(),
-            )
+            conv = ENCODERS[encoder](channels)
             with torch.no_grad():
                 in_dim = conv(torch.zeros(1, channels, height, width)).shape[1]
             layers.append(conv)
@@ -207,7 +223,9 @@ class QNetwork(nn.Module):
         return self.num_quantiles > 0 or self.tau_embedding_dim > 0
 
     def _input(self, obs: torch.Tensor) -> torch.Tensor:
-        return obs.float() / 255.0 if self.pixels else obs.flatten(1).float()
+        if not self.pixels:
+            return obs.flatten(1).float()
+        return obs.float() * self.input_scale if self.input_scale != 1.0 else obs.float()
 
     def _features(self, obs: torch.Tensor) -> torch.Tensor:
         return apply_layers(self.trunk, self._input(obs))

@@ -1,9 +1,9 @@
 """K independent Q-networks held as one module with an agent axis (many seeds in one process).
 
 `stack_networks(nets)` picks one of two forms with the same interface (forward (K, B, ...) -> (K, B, A),
-`agents`, `agent_state_dict(k)`): `StackedQNetwork`, hand-fused for MLP networks (plain or dueling heads,
-C51, QR-DQN, IQN, noisy layers: fast on a CPU), or `VmapQNetwork` for pixel encoders, through
-`torch.func.vmap`.
+`agents`, `agent_state_dict(k)`): `StackedQNetwork`, hand-fused for MLP networks and MinAtar's conv
+encoder (plain or dueling heads, C51, QR-DQN, IQN, noisy layers: fast on a CPU), or `VmapQNetwork` for the
+Nature CNN, through `torch.func.vmap`.
 
 `StackedQNetwork.from_networks(nets)` stacks K `QNetwork`s that were built (and initialised) exactly as
 K single-seed runs would build them; every parameter gets a leading agent axis, and each layer is one
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch import nn
@@ -26,12 +27,21 @@ from torch.nn import functional as F
 from rlrun.nets.heads import ScalarHead
 from rlrun.nets.networks import ACTIVATIONS, NoisyLinear, QNetwork, apply_layer, apply_layers
 from rlrun.nets.quantile import cosine_features, quantile_midpoints
-from rlrun.nets.stacked_layers import STACKABLE, STACKED_LAYERS, StackedLinear, StackedNoisyLinear
+from rlrun.nets.stacked_layers import (
+    STACKABLE,
+    STACKED_LAYERS,
+    StackedConvEncoder,
+    StackedLinear,
+    StackedNoisyLinear,
+)
+
+# Conv encoders that StackedQNetwork fuses as grouped convolutions (the Nature CNN's stay vmapped: a GPU's).
+STACKED_ENCODERS = ("mlp", "minatar_cnn")
 
 
 def unsupported(net: QNetwork) -> list[str]:
     """The options of `net` that `StackedQNetwork` does not fuse (`VmapQNetwork` takes those)."""
-    return ["pixels"] if net.pixels else []
+    return [] if net.encoder in STACKED_ENCODERS else [f"encoder {net.encoder}"]
 
 
 class StackedQNetwork(nn.Module):
@@ -54,10 +64,13 @@ class StackedQNetwork(nn.Module):
         self.num_quantiles, self.tau_embedding_dim = first.num_quantiles, first.tau_embedding_dim
         self.iqn_acting_taus, self.outputs_per_action = first.iqn_acting_taus, first.outputs_per_action
         self.quantile, self.embed_at, self.q_head = first.quantile, first.embed_at, first.q_head
-        layers = []
+        self.pixels, self.input_scale = first.pixels, first.input_scale
+        layers: list[nn.Module] = []
         for i, module in enumerate(first.trunk):
             kind = type(module)
-            if kind in STACKABLE:
+            if isinstance(module, nn.Sequential):  # the conv encoder
+                layers.append(StackedConvEncoder([cast(nn.Sequential, n.trunk[i]) for n in nets]))
+            elif kind in STACKABLE:
                 layers.append(STACKABLE[kind]([n.trunk[i] for n in nets]))
             else:  # activations: stateless, shared
                 layers.append(ACTIVATIONS[_activation_name(module)]())
@@ -74,6 +87,12 @@ class StackedQNetwork(nn.Module):
     def from_networks(cls, nets: Sequence[QNetwork]) -> StackedQNetwork:
         return cls(nets).to(next(nets[0].parameters()).device)
 
+    def _input(self, obs: torch.Tensor) -> torch.Tensor:
+        """(K, B, *obs_shape) as the trunk reads it: flat vectors, or (K, B, C, H, W) grids for the conv encoder."""
+        if not self.pixels:
+            return obs.flatten(2).float()
+        return obs.float() * self.input_scale if self.input_scale != 1.0 else obs.float()
+
     def _heads(self, h: torch.Tensor) -> torch.Tensor:
         """(K, M, features) -> (K, M, A, outputs_per_action)."""
         k, m, per_action = h.shape[0], h.shape[1], self.outputs_per_action
@@ -84,7 +103,7 @@ class StackedQNetwork(nn.Module):
 
     def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
         """(K, B, *obs_shape) -> (K, B, A, outputs_per_action) action values, logits or quantiles."""
-        return self._heads(apply_layers(self.trunk, obs.flatten(2).float()))
+        return self._heads(apply_layers(self.trunk, self._input(obs)))
 
     def quantile_values(self, obs: torch.Tensor, taus: torch.Tensor | None = None) -> torch.Tensor:
         """(K, B, *obs_shape) -> (K, B, A, N) quantiles; IQN's at taus (K, B, N), as `QNetwork`'s."""
@@ -92,7 +111,7 @@ class StackedQNetwork(nn.Module):
             return self.dist_logits(obs)
         assert taus is not None, "IQN needs the fractions taus (K, B, N)"
         layers = list(self.trunk)
-        h = apply_layers(layers[: self.embed_at], obs.flatten(2).float())  # (K, B, D)
+        h = apply_layers(layers[: self.embed_at], self._input(obs))  # (K, B, D)
         k, b, n = taus.shape
         cosines = cosine_features(taus, self.tau_embedding_dim).view(k, b * n, -1)
         phi = F.relu(apply_layer(self.tau_embedding, cosines)).view(k, b, n, -1)
@@ -107,7 +126,7 @@ class StackedQNetwork(nn.Module):
         if not isinstance(self.q_head, ScalarHead):
             return self.q_head.q_values(self.dist_logits(obs), self.support)
         # A scalar head's outputs are its Q-values: (K, B, A) straight from the head layers.
-        h = apply_layers(self.trunk, obs.flatten(2).float())
+        h = apply_layers(self.trunk, self._input(obs))
         if not self.dueling:
             return apply_layer(self.head, h)
         adv = apply_layer(self.advantage, h)

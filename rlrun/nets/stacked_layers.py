@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch import nn
@@ -107,12 +108,64 @@ class StackedNoisyLinear(nn.Module):
         }
 
 
+class StackedConvEncoder(nn.Module):
+    """K conv encoders (an `nn.Sequential` of Conv2d, ReLU and a final Flatten, as `QNetwork` builds them)
+    as grouped convolutions: (K, B, C, H, W) -> (K, B, features). Conv weights (K, out, in, kh, kw) and
+    biases (K, out); one `conv2d(groups=K)` per layer over the agents' channels side by side."""
+
+    def __init__(self, encoders: Sequence[nn.Sequential]):
+        super().__init__()
+        self.agents = len(encoders)
+        self.steps: list[tuple[str, int]] = []  # ("conv", index into convs) | ("relu", 0) | ("flatten", 0)
+        self.weights, self.biases = nn.ParameterList(), nn.ParameterList()
+        self.conv_args: list[tuple[int, int]] = []  # (stride, padding) of each conv
+        self.names: list[str] = []  # each conv's position in the single encoder (its state_dict prefix)
+        for i, module in enumerate(encoders[0]):
+            if isinstance(module, nn.Conv2d):
+                layers = [cast(nn.Conv2d, e[i]) for e in encoders]
+                self.weights.append(nn.Parameter(torch.stack([m.weight.detach() for m in layers]).contiguous()))
+                biases = [m.bias if m.bias is not None else torch.zeros(m.out_channels) for m in layers]
+                self.biases.append(nn.Parameter(torch.stack([b.detach() for b in biases]).contiguous()))
+                stride, padding = module.stride[0], module.padding[0]
+                if not isinstance(padding, int) or module.stride[0] != module.stride[1] or module.groups != 1:
+                    raise ValueError(f"cannot stack {module}")
+                self.conv_args.append((stride, padding))
+                self.steps.append(("conv", len(self.conv_args) - 1))
+                self.names.append(str(i))
+            elif isinstance(module, nn.ReLU):
+                self.steps.append(("relu", 0))
+            elif isinstance(module, nn.Flatten):
+                self.steps.append(("flatten", 0))
+            else:
+                raise ValueError(f"cannot stack a {type(module).__name__} layer in a conv encoder")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k, b = x.shape[0], x.shape[1]
+        h = x.transpose(0, 1).reshape(b, k * x.shape[2], *x.shape[3:])  # (B, K * C, H, W): agents side by side
+        for kind, i in self.steps:
+            if kind == "conv":
+                weight, bias = self.weights[i], self.biases[i]
+                stride, padding = self.conv_args[i]
+                h = F.conv2d(h, weight.flatten(0, 1), bias.flatten(), stride, padding, groups=k)
+            elif kind == "relu":
+                h = F.relu(h, inplace=True)
+            else:  # agent k's channels, flattened in the single network's (C, H, W) order
+                h = h.view(b, k, -1).transpose(0, 1).contiguous()
+        return h
+
+    def agent_state(self, k: int, prefix: str) -> dict[str, torch.Tensor]:
+        state = {}
+        for name, weight, bias in zip(self.names, self.weights, self.biases, strict=True):
+            state[f"{prefix}{name}.weight"], state[f"{prefix}{name}.bias"] = weight[k], bias[k]
+        return state
+
+
 STACKABLE: dict[type, type] = {
     nn.Linear: StackedLinear,
     nn.LayerNorm: StackedLayerNorm,
     NoisyLinear: StackedNoisyLinear,
 }
-STACKED_LAYERS = (StackedLinear, StackedLayerNorm, StackedNoisyLinear)
+STACKED_LAYERS = (StackedLinear, StackedLayerNorm, StackedNoisyLinear, StackedConvEncoder)
 FUNCTIONAL[StackedLinear] = lambda m, x: torch.baddbmm(m.bias, x, m.weight)
 FUNCTIONAL[StackedLayerNorm] = StackedLayerNorm.forward
 

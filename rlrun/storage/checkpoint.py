@@ -171,6 +171,8 @@ def _capture(obj: Any) -> dict[str, Any]:
         state["np_random"] = obj._np_random.bit_generator.state
     if "_generators" in vars(obj):  # rlrun.envs.cartpole: one stream per sub-env
         state["generators"] = [None if g is None else g.bit_generator.state for g in obj._generators]
+    if callable(getattr(type(obj), "rlrun_env_state", None)):  # rlrun's own envs (MinAtar): their game state
+        state["own"] = to_safe(obj.rlrun_env_state())
     return state
 
 
@@ -180,6 +182,8 @@ def _apply(obj: Any, state: dict[str, Any]) -> None:
             obj.return_rms.mean, obj.return_rms.var, obj.return_rms.count = v["mean"], v["var"], v["count"]
         elif k == "np_random":
             obj._np_random.bit_generator.state = v
+        elif k == "own":
+            obj.load_rlrun_env_state(v)
         elif k == "generators":
             for g, g_state in zip(obj._generators, v):
                 if g is not None and g_state is not None:

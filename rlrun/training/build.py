@@ -24,6 +24,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 import rlrun.storage.agent_dirs
 import rlrun.training.agents
 from rlrun.algos import algorithm
+from rlrun.config.replay_memory import stored_obs_itemsize
 from rlrun.config.schemas import experiment_name
 from rlrun.envs.vector import check_spaces, env_spec, make_vector_env
 from rlrun.errors import ConfigError
@@ -204,7 +205,9 @@ def build(cfg: DictConfig) -> Parts:
         frames = FrameStore(per_agent * len(seeds), obs_shape[1:], e.frame_stack, e.num_envs * len(seeds), device)
         buffer = make_replay(cfg, seeds, (e.frame_stack,), torch.int64, generators, device)
     else:
-        buffer = make_replay(cfg, seeds, obs_shape, torch.float32, generators, device)
+        # uint8 observations (MinAtar's grids) stored as they come: a quarter of float32's memory
+        obs_dtype = torch.uint8 if stored_obs_itemsize(envs.single_observation_space.dtype) == 1 else torch.float32
+        buffer = make_replay(cfg, seeds, obs_shape, obs_dtype, generators, device)
     return Parts(envs, eval_envs, learner, buffer, generators, device, threshold, frames, cuda_graphs)
 
 
