@@ -1,0 +1,261 @@
+"""MinAtar benchmarks: learning runs against the paper's DQN curves, and speed against the reference code.
+
+    # learning: each (setting, game) as one batched run of --seeds agents, kept under --root (a run that
+    # finished is skipped, one that stopped resumes); then curves and the table
+    python scripts/minatar_bench.py learn --setting paper --games Breakout SpaceInvaders --seeds 3 --frames 2000000
+    python scripts/minatar_bench.py learn --setting preset --games all --seeds 3 --frames 1000000
+    python scripts/minatar_bench.py plot --root runs/minatar
+
+    # speed: the reference implementation (kenjyoung/MinAtar examples/dqn.py; --reference names your copy)
+    # and rlrun at the paper's settings, alternated on one pinned core: trained frames per second
+    taskset -c 0 python scripts/minatar_bench.py speed --reference MinAtar/examples/dqn.py --frames 100000
+
+Settings: `paper` is +experiment=minatar_paper; `preset` is env=minatar (rlrun's own); anything else is
+taken as extra overrides after env=minatar (e.g. --setting "network.num_quantiles=32 algo.loss=quantile_huber").
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchlib.common import QUIET, Run, alternate, report, run_processes, train_cmd
+
+from rlrun.envs.minatar import GAMES as MODULES  # id name -> the game's module name (the reference's -g)
+
+GAMES = list(MODULES)
+# The paper's DQN (Young & Tian 2019, the repository README's curves: 30 seeds, 100-episode mean of training
+# returns), read off the figure: approximate. Seaquest's 5M value predates minatar 1.0.10's oxygen fix.
+PAPER_DQN = {
+    "Asterix": {1_000_000: 8.0, 2_000_000: 14.5, 5_000_000: 17.0},
+    "Breakout": {1_000_000: 9.5, 2_000_000: 10.0, 5_000_000: 10.0},
+    "Freeway": {1_000_000: 50.0, 2_000_000: 50.0, 5_000_000: 50.0},
+    "Seaquest": {1_000_000: 1.0, 2_000_000: 4.0, 5_000_000: 20.0},
+    "SpaceInvaders": {1_000_000: 30.0, 2_000_000: 40.0, 5_000_000: 43.0},
+}
+RANDOM_FRAMES = 5_000  # the paper's random play before learning
+
+
+def setting_overrides(setting: str) -> list[str]:
+    if setting == "paper":
+        return ["+experiment=minatar_paper"]
+    if setting == "preset":
+        return ["env=minatar"]
+    return ["env=minatar", *setting.split()]
+
+
+def label_of(setting: str) -> str:
+    return setting if setting in ("paper", "preset") else re.sub(r"[^A-Za-z0-9_.=-]+", "_", setting)
+
+
+# --- learning runs -------------------------------------------------------------------------------------------
+
+
+def learn(args) -> None:
+    root = Path(args.root)
+    root.mkdir(parents=True, exist_ok=True)
+    games = GAMES if args.games == ["all"] else args.games
+    for game in games:
+        run_dir = root / f"{label_of(args.setting)}__{game}__seeds{args.seeds}"
+        if (run_dir / "summary.json").exists():
+            print(f"{run_dir}: finished, kept", file=sys.stderr)
+            continue
+        if (run_dir / "checkpoint.pt").exists():
+            cmd = [sys.executable, "-m", "rlrun.resume", str(run_dir)]
+        else:
+            overrides = [
+                *setting_overrides(args.setting),
+                f"env.id=MinAtar/{game}-v0",
+                f"seeds={args.seeds}",
+                f"seed={args.first_seed}",
+                f"total_steps={args.frames}",
+                "log.progress_interval=0",
+            ]
+            cmd = train_cmd(overrides, str(run_dir))
+        print("running: " + " ".join(cmd), file=sys.stderr, flush=True)
+        subprocess.run(cmd, check=True)
+
+
+def moving_means(episodes_csv: Path, window: int = 100) -> tuple[list[int], list[float]]:
+    """(env step, mean of the last `window` training returns) at every episode end, as the paper plots."""
+    steps, returns = [], []
+    with episodes_csv.open() as f:
+        for row in csv.DictReader(f):
+            steps.append(int(row["env_step"]))
+            returns.append(float(row["return"]))
+    means, total = [], 0.0
+    for i, r in enumerate(returns):
+        total += r - (returns[i - window] if i >= window else 0.0)
+        means.append(total / min(i + 1, window))
+    return steps, means
+
+
+def value_at(steps: list[int], means: list[float], step: int) -> float | None:
+    """The 100-episode mean at the last episode end at or before `step` (None when the run stopped before)."""
+    if not steps or steps[-1] < step * 0.99:
+        return None
+    i = max(j for j, s in enumerate(steps) if s <= step) if steps[0] <= step else 0
+    return means[i]
+
+
+def agent_runs(root: Path) -> list[tuple[str, str, int, Path]]:
+    """(setting label, game, seed, episodes.csv) of every agent under root."""
+    found = []
+    for episodes in sorted(root.glob("*__*__seeds*/**/episodes.csv")):
+        run = next(p for p in episodes.parents if p.parent == root)
+        label, game, _ = run.name.split("__")
+        seed_dir = episodes.parent.name
+        if seed_dir.startswith("seed="):  # an agent of a batched run
+            seed = int(seed_dir.split("=")[1])
+        else:  # a single run: its composed config names the seed
+            found_seed = re.search(r"^seed: (\d+)$", (run / ".hydra" / "config.yaml").read_text(), re.M)
+            seed = int(found_seed.group(1)) if found_seed else -1
+        found.append((label, game, seed, episodes))
+    return found
+
+
+def plot(args) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    root = Path(args.root)
+    runs = agent_runs(root)
+    if not runs:
+        raise SystemExit(f"no runs under {root}")
+    games = [g for g in GAMES if any(r[1] == g for r in runs)]
+    fig, axes = plt.subplots(1, len(games), figsize=(4.2 * len(games), 3.4), squeeze=False)
+    colours: dict[str, str] = {}
+    rows = []
+    for ax, game in zip(axes[0], games):
+        for label, g, seed, episodes in runs:
+            if g != game:
+                continue
+            colour = colours.setdefault(label, f"C{len(colours)}")
+            steps, means = moving_means(episodes)
+            ax.plot(steps, means, color=colour, lw=0.9, alpha=0.8, label=label)
+            budgets = [b for b in (500_000, 1_000_000, 2_000_000, 5_000_000) if steps and steps[-1] >= b * 0.99]
+            rows.append(
+                [label, game, seed, f"{steps[-1]:,}" if steps else "0"]
+                + [_fmt(value_at(steps, means, b)) for b in (500_000, 1_000_000, 2_000_000, 5_000_000)]
+                + [_fmt(means[-1] if means else None), str(len(budgets))]
+            )
+        paper = PAPER_DQN[game]
+        ax.scatter(list(paper), list(paper.values()), marker="x", color="black", zorder=5, label="paper DQN")
+        ax.set_title(game)
+        ax.set_xlabel("frames (env steps)")
+        ax.set_ylabel("100-episode mean training return")
+        handles, names = ax.get_legend_handles_labels()
+        unique = dict(zip(names, handles))
+        ax.legend(unique.values(), unique.keys(), fontsize=7)
+    fig.tight_layout()
+    out = root / "minatar_curves.png"
+    fig.savefig(out, dpi=110)
+    report(
+        "MinAtar: 100-episode mean of training returns",
+        ["setting", "game", "seed", "frames", "at 500k", "at 1M", "at 2M", "at 5M", "last", "budgets reached"],
+        rows,
+        notes=[
+            "paper DQN (read off the repository's figure): "
+            + "; ".join(f"{g} {v[1_000_000]:g} / {v[2_000_000]:g} / {v[5_000_000]:g}" for g, v in PAPER_DQN.items())
+            + " at 1M / 2M / 5M",
+            f"curves: {out}",
+        ],
+        pin="runs as started by `learn` (see each run's train.log for its hardware and wall time)",
+    )
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+# --- speed against the reference implementation --------------------------------------------------------------
+
+
+def reference_copy(reference: Path, frames: int, into: Path) -> Path:
+    """The reference script with its frame budget set to `frames` (its only change)."""
+    text = reference.read_text()
+    if "NUM_FRAMES = 5000000" not in text:
+        raise SystemExit(f"{reference}: not MinAtar's examples/dqn.py (NUM_FRAMES = 5000000 not found)")
+    copy = into / "dqn.py"
+    copy.write_text(text.replace("NUM_FRAMES = 5000000", f"NUM_FRAMES = {frames}", 1))
+    return copy
+
+
+def speed(args) -> None:
+    game = args.game
+    total = RANDOM_FRAMES + args.frames
+    work = Path(tempfile.mkdtemp(prefix="minatar_speed_"))
+    script = reference_copy(Path(args.reference), total, work)
+    rlrun = ["+experiment=minatar_paper", f"env.id=MinAtar/{game}-v0", f"total_steps={total}", *QUIET]
+
+    def reference() -> Run:
+        cmd = [sys.executable, str(script), "-g", MODULES[game], "-o", str(work / "ref")]
+        return run_processes([cmd], cwd=work)
+
+    def ours(seeds: int):
+        def go() -> Run:
+            out = work / f"rlrun{seeds}"
+            shutil.rmtree(out, ignore_errors=True)
+            return run_processes([train_cmd([*rlrun, f"seeds={seeds}"], str(out))])
+
+        return go
+
+    contestants = {"reference dqn.py": reference, "rlrun": ours(1)}
+    if args.seeds > 1:
+        contestants[f"rlrun seeds={args.seeds}"] = ours(args.seeds)
+    results = alternate(contestants, args.rounds)
+    frames = {"reference dqn.py": total, "rlrun": total, f"rlrun seeds={args.seeds}": total * args.seeds}
+    base = total / statistics.median(r.wall for r in results["reference dqn.py"])
+    rows = []
+    for name, runs in results.items():
+        walls = [r.wall for r in runs]
+        fps = frames[name] / statistics.median(walls)
+        rows.append([name, f"{frames[name]:,}", f"{statistics.median(walls):.1f}", f"{fps:.0f}", f"{fps / base:.2f}"])
+    report(
+        f"MinAtar {game}: the paper's DQN, frames per second against the reference code",
+        ["contestant", "frames (all agents)", "median wall s", "frames/s", "x reference"],
+        rows,
+        notes=[
+            f"{RANDOM_FRAMES:,} random frames then {args.frames:,} trained ones (one update of 32 per frame), "
+            f"{args.rounds} rounds alternated; walls include each process's start-up.",
+        ],
+    )
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("learn", help="batched learning runs, one per (setting, game)")
+    p.add_argument("--setting", default="preset", help="paper | preset | extra overrides after env=minatar")
+    p.add_argument("--games", nargs="+", default=["all"], help=f"all, or some of {' '.join(GAMES)}")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--frames", type=int, default=1_000_000)
+    p.add_argument("--root", default="runs/minatar")
+    p.set_defaults(fn=learn)
+    p = sub.add_parser("plot", help="curves and the table of the runs under --root")
+    p.add_argument("--root", default="runs/minatar")
+    p.set_defaults(fn=plot)
+    p = sub.add_parser("speed", help="frames/s against the reference dqn.py, alternated")
+    p.add_argument("--reference", required=True, help="kenjyoung/MinAtar's examples/dqn.py")
+    p.add_argument("--game", default="Breakout", choices=GAMES)
+    p.add_argument("--frames", type=int, default=100_000, help="trained frames after the 5,000 random ones")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=8, help="also rlrun with this many agents batched (1: not)")
+    p.set_defaults(fn=speed)
+    args = parser.parse_args()
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()
