@@ -16,7 +16,10 @@ from __future__ import annotations
 import colorsys
 import copy
 import importlib
+import importlib.util
 import warnings
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
@@ -50,10 +53,7 @@ class MinAtarEnv(gym.Env):
         difficulty_ramping: bool = True,
         render_mode: str | None = None,
     ):
-        if game not in GAMES.values():
-            raise ValueError(f"unknown MinAtar game {game!r}: one of {', '.join(GAMES.values())}")
-        module = importlib.import_module(f"minatar.environments.{game}")
-        self.game = module.Env(ramping=difficulty_ramping)
+        self.game = game_module(game).Env(ramping=difficulty_ramping)
         self.actions = list(self.game.minimal_action_set()) if minimal_action_set else list(range(FULL_ACTIONS))
         self.sticky_action_prob = sticky_action_prob
         self.render_mode = render_mode
@@ -142,11 +142,35 @@ def _hsv(hue: float) -> tuple[int, int, int]:
     return int(r * 255), int(g * 255), int(b * 255)
 
 
+def game_module(game: str) -> ModuleType:
+    """`minatar.environments.<game>` (game: a value of GAMES), loaded from the installed package's file
+    without running the package's __init__, which imports matplotlib and seaborn for its own display
+    (5 s of start-up; the game modules need only numpy). ImportError when minatar is not installed."""
+    if game in _GAME_MODULES:
+        return _GAME_MODULES[game]
+    if game not in GAMES.values():
+        raise ValueError(f"unknown MinAtar game {game!r}: one of {', '.join(GAMES.values())}")
+    package = importlib.util.find_spec("minatar")
+    if package is None or not package.submodule_search_locations:
+        raise ImportError("No module named 'minatar'")
+    path = Path(next(iter(package.submodule_search_locations))) / "environments" / f"{game}.py"
+    spec = importlib.util.spec_from_file_location(f"rlrun.envs._minatar_games.{game}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"minatar's {game} module is missing ({path})")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _GAME_MODULES[game] = module
+    return module
+
+
+_GAME_MODULES: dict[str, ModuleType] = {}
+
+
 def register_minatar() -> None:
     """Register `MinAtar/<Game>-v0` (full action set) and `-v1` (minimal) for every game, once; a
     ConfigError naming the extra when the `minatar` package is missing."""
     try:
-        importlib.import_module("minatar.environments")
+        game_module("breakout")
     except ImportError:
         raise ConfigError(
             "env.id",

@@ -91,3 +91,10 @@ def test_the_paper_experiment_is_the_papers_dqn(compose):
     assert (cfg.buffer.capacity, cfg.buffer.n_step) == (100_000, 1)
     x = cfg.exploration
     assert (x.start, x.end, x.duration) == (1.0, 0.1, 105_000)
+
+
+def test_a_minatar_agent_plays_on_video(minatar_run):
+    pytest.importorskip("moviepy")
+    proc = in_process("rlrun.evaluate", minatar_run, "episodes=1", "video=true", rc=0)
+    videos = list((minatar_run / "videos").glob("*/*.mp4"))
+    assert len(videos) == 1 and videos[0].stat().st_size > 0, proc.stdout

@@ -110,9 +110,21 @@ def test_frames_render_as_rgb_images():
 def test_without_the_package_the_error_names_the_extra(monkeypatch):
     import sys
 
-    monkeypatch.setitem(sys.modules, "minatar.environments", None)  # `import` now raises ImportError
+    monkeypatch.setattr(minatar, "_GAME_MODULES", {})
+    monkeypatch.setitem(sys.modules, "minatar", None)  # find_spec now raises ImportError
     with pytest.raises(ConfigError, match=r"minatar extra"):
         minatar.register_minatar()
+
+
+def test_the_games_load_without_the_packages_display_code(monkeypatch):
+    """minatar/__init__ imports matplotlib and seaborn (seconds of start-up); rlrun loads only the games."""
+    import sys
+
+    monkeypatch.setattr(minatar, "_GAME_MODULES", {})
+    for name in [m for m in sys.modules if m == "minatar" or m.startswith("minatar.")]:
+        monkeypatch.delitem(sys.modules, name)
+    module = minatar.game_module("seaquest")
+    assert hasattr(module, "Env") and "minatar" not in sys.modules
 
 
 # --- the network ------------------------------------------------------------------------------------------------
