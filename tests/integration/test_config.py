@@ -22,7 +22,7 @@ GROUPS = {
 
 
 def test_groups_have_the_promised_options():
-    assert GROUPS["network"] == ["c51", "cnn", "dueling", "iqn", "mlp", "noisy", "qrdqn"]
+    assert GROUPS["network"] == ["c51", "cnn", "dueling", "iqn", "minatar", "mlp", "noisy", "qrdqn"]
     assert GROUPS["buffer"] == ["per", "uniform"]
     assert GROUPS["optimizer"] == ["adam", "rmsprop", "sgd"]
     assert GROUPS["device"] == ["auto", "cpu", "cuda"]
@@ -37,7 +37,8 @@ def test_every_option_composes_validates_and_builds(compose, group, option):
         validate(cfg)  # types and ranges are fine; resolve_device refuses it (tested below)
         return
     validate(cfg)
-    obs_shape = [4, 84, 84] if pixels else [4]
+    grid = (group, option) in (("network", "minatar"), ("env", "minatar"))  # MinAtar's (C, 10, 10) grids
+    obs_shape = [4, 84, 84] if pixels else [4, 10, 10] if grid else [4]
     net = instantiate(cfg.network, obs_dim=4, n_actions=2, obs_shape=obs_shape)
     assert net(torch.zeros(3, *obs_shape)).shape == (3, 2)
     opt = instantiate(cfg.optimizer)(net.parameters())
@@ -191,7 +192,8 @@ def test_the_read_recorder_counts_reads_not_validation_or_dumps(compose, config_
 
 def _option_overrides(group, option):
     pixels = (group, option) in (("network", "cnn"), ("env", "atari"))  # these two go together
-    return [f"{group}={option}", *(["env=atari", "network=cnn"] if pixels else [])]
+    grid = (group, option) == ("network", "minatar")  # MinAtar's network reads MinAtar's grids
+    return [f"{group}={option}", *(["env=atari", "network=cnn"] if pixels else ["env=minatar"] if grid else [])]
 
 
 @pytest.mark.parametrize("group,option", [(g, o) for g, opts in GROUPS.items() for o in opts])
@@ -204,6 +206,8 @@ def test_no_dead_keys(compose, config_reads, tmp_path, group, option):
         pytest.skip("needs CUDA; its keys are device=auto's")
     if option == "atari":
         pytest.importorskip("ale_py")
+    if option == "minatar":
+        pytest.importorskip("minatar")
     if option == "lunarlander":
         pytest.importorskip("Box2D")
     cfg = compose(*_option_overrides(group, option), *TINY_RUN)
