@@ -21,7 +21,7 @@ COPY --chown=rlrun:rlrun conf ./conf
 COPY --chown=rlrun:rlrun hydra_plugins ./hydra_plugins
 COPY --chown=rlrun:rlrun scripts/sweep_report.ipynb ./scripts/
 # hadolint ignore=DL3013
-RUN pip install --no-cache-dir "torch==2.13.0" ".[report,sweep,notebook,atari,box2d,mlflow,wandb,ray,video,export]" "jupyterlab>=4,<5" \
+RUN pip install --no-cache-dir "torch==2.13.0" ".[report,sweep,notebook,atari,minatar,box2d,mlflow,wandb,ray,video,export]" "jupyterlab>=4,<5" \
     && mkdir -p outputs \
     && chown -R rlrun:rlrun /home/rlrun \
     && chmod -R a+rwX /home/rlrun
