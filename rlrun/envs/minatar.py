@@ -41,19 +41,20 @@ CELL_PIXELS = 16  # rgb_array frames: each grid cell as a 16x16 block (160x160 i
 
 
 class MinAtarEnv(gym.Env):
-    """One MinAtar game. `game`: a value of GAMES; `minimal_action_set`: the game's own action subset."""
+    """One MinAtar game. `minatar_game`: a value of GAMES; `minimal_action_set`: the game's own action subset.
+    (Not `game`: that kwarg marks an ALE id to rlrun.envs.pixels.check_ale.)"""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 15}
 
     def __init__(
         self,
-        game: str,
+        minatar_game: str,
         minimal_action_set: bool = False,
         sticky_action_prob: float = 0.1,
         difficulty_ramping: bool = True,
         render_mode: str | None = None,
     ):
-        self.game = game_module(game).Env(ramping=difficulty_ramping)
+        self.game = game_module(minatar_game).Env(ramping=difficulty_ramping)
         self.actions = list(self.game.minimal_action_set()) if minimal_action_set else list(range(FULL_ACTIONS))
         self.sticky_action_prob = sticky_action_prob
         self.render_mode = render_mode
@@ -187,4 +188,6 @@ def register_minatar() -> None:
                 continue
             # MinAtar's own minatar.gym.register_envs() may have registered the id to its BaseEnv: ours wins.
             gym.registry.pop(env_id, None)
-            gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"game": game, "minimal_action_set": minimal})
+            gym.register(
+                id=env_id, entry_point=ENTRY_POINT, kwargs={"minatar_game": game, "minimal_action_set": minimal}
+            )

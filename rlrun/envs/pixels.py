@@ -17,8 +17,7 @@ CNN_MIN_SIDE = 36  # the Nature CNN's three convolutions (8/4, 4/2, 3/1) need 36
 def check_ale(env_id: str, spec: gym.envs.registration.EnvSpec, atari: object) -> None:
     """An ALE game's screen without env=atari (the `env.atari` node): refused, naming the command to use."""
     kwargs = spec.kwargs or {}
-    ale = "game" in kwargs and not env_id.startswith("MinAtar/")  # MinAtar's ids name a `game` too
-    if atari is None and ale and kwargs.get("obs_type", "rgb") != "ram":
+    if atari is None and "game" in kwargs and kwargs.get("obs_type", "rgb") != "ram":
         raise ConfigError(
             "env.id",
             env_id,

@@ -119,6 +119,14 @@ def minatar_cnn(channels: int) -> nn.Sequential:
     return nn.Sequential(nn.Conv2d(channels, 16, 3, stride=1), nn.ReLU(), nn.Flatten())
 
 
+def network_input(obs: torch.Tensor, pixels: bool, divisor: float | None, batch_dims: int) -> torch.Tensor:
+    """Observations as the trunk reads them: flat float vectors after the `batch_dims` leading axes, or
+    (..., C, H, W) floats for a conv encoder, divided by `divisor` where set (the Nature CNN's 0-255 frames)."""
+    if not pixels:
+        return obs.flatten(batch_dims).float()
+    return obs.float() / divisor if divisor is not None else obs.float()
+
+
 # network.encoder -> the conv stack for (C, H, W) observations; `mlp` flattens instead.
 ENCODERS = {"nature_cnn": nature_cnn, "minatar_cnn": minatar_cnn}
 
@@ -188,8 +196,8 @@ class QNetwork(nn.Module):
         in_dim = obs_dim
         self.encoder = encoder
         self.pixels = encoder != "mlp"  # a convolutional encoder over (C, H, W) observations
-        # nature_cnn reads uint8 frames (0-255), scaled to [0, 1] on the training device; minatar_cnn 0/1 grids.
-        self.input_scale = 1.0 / 255.0 if encoder == "nature_cnn" else 1.0
+        # nature_cnn reads uint8 frames (0-255), divided into [0, 1] on the training device; minatar_cnn 0/1 grids.
+        self.input_divisor = 255.0 if encoder == "nature_cnn" else None
         if self.pixels:
             assert obs_shape is not None and len(obs_shape) == 3, f"{encoder} needs (C, H, W) observations"
             channels, height, width = obs_shape
@@ -223,9 +231,7 @@ class QNetwork(nn.Module):
         return self.num_quantiles > 0 or self.tau_embedding_dim > 0
 
     def _input(self, obs: torch.Tensor) -> torch.Tensor:
-        if not self.pixels:
-            return obs.flatten(1).float()
-        return obs.float() * self.input_scale if self.input_scale != 1.0 else obs.float()
+        return network_input(obs, self.pixels, self.input_divisor, batch_dims=1)
 
     def _features(self, obs: torch.Tensor) -> torch.Tensor:
         return apply_layers(self.trunk, self._input(obs))

@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlrun.nets.heads import ScalarHead
-from rlrun.nets.networks import ACTIVATIONS, NoisyLinear, QNetwork, apply_layer, apply_layers
+from rlrun.nets.networks import ACTIVATIONS, NoisyLinear, QNetwork, apply_layer, apply_layers, network_input
 from rlrun.nets.quantile import cosine_features, quantile_midpoints
 from rlrun.nets.stacked_layers import (
     STACKABLE,
@@ -64,7 +64,7 @@ class StackedQNetwork(nn.Module):
         self.num_quantiles, self.tau_embedding_dim = first.num_quantiles, first.tau_embedding_dim
         self.iqn_acting_taus, self.outputs_per_action = first.iqn_acting_taus, first.outputs_per_action
         self.quantile, self.embed_at, self.q_head = first.quantile, first.embed_at, first.q_head
-        self.pixels, self.input_scale = first.pixels, first.input_scale
+        self.pixels, self.input_divisor = first.pixels, first.input_divisor
         layers: list[nn.Module] = []
         for i, module in enumerate(first.trunk):
             kind = type(module)
@@ -89,9 +89,7 @@ class StackedQNetwork(nn.Module):
 
     def _input(self, obs: torch.Tensor) -> torch.Tensor:
         """(K, B, *obs_shape) as the trunk reads it: flat vectors, or (K, B, C, H, W) grids for the conv encoder."""
-        if not self.pixels:
-            return obs.flatten(2).float()
-        return obs.float() * self.input_scale if self.input_scale != 1.0 else obs.float()
+        return network_input(obs, self.pixels, self.input_divisor, batch_dims=2)
 
     def _heads(self, h: torch.Tensor) -> torch.Tensor:
         """(K, M, features) -> (K, M, A, outputs_per_action)."""

@@ -115,7 +115,6 @@ class StackedConvEncoder(nn.Module):
 
     def __init__(self, encoders: Sequence[nn.Sequential]):
         super().__init__()
-        self.agents = len(encoders)
         self.steps: list[tuple[str, int]] = []  # ("conv", index into convs) | ("relu", 0) | ("flatten", 0)
         self.weights, self.biases = nn.ParameterList(), nn.ParameterList()
         self.conv_args: list[tuple[int, int]] = []  # (stride, padding) of each conv

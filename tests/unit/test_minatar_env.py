@@ -156,6 +156,18 @@ def test_the_minatar_network_has_the_papers_shapes():
     assert torch.equal(q, net(obs.float())), "grids are 0/1: read as they are, never scaled like 0-255 frames"
 
 
+def test_the_nature_cnns_frames_are_still_divided_by_255():
+    """Adding the grid encoder kept Atari's input bit for bit: x / 255, not x * (1 / 255) (126 of the 256
+    byte values round differently), in the single and the stacked network."""
+    frames = torch.arange(256, dtype=torch.uint8).repeat(4 * 36 * 36 // 256 * 4)[: 4 * 36 * 36].view(1, 4, 36, 36)
+    kw = dict(obs_dim=4 * 36 * 36, n_actions=2, hidden_sizes=[8], encoder="nature_cnn", obs_shape=[4, 36, 36])
+    net = QNetwork(**kw)
+    assert torch.equal(net._input(frames), frames.float() / 255.0)
+    stacked = StackedQNetwork.__new__(StackedQNetwork)  # only its input path
+    stacked.pixels, stacked.input_divisor = net.pixels, net.input_divisor
+    assert torch.equal(stacked._input(frames[None]), frames[None].float() / 255.0)
+
+
 @pytest.mark.parametrize(
     "kind",
     [{}, {"dueling": True}, {"num_atoms": 11}, {"num_quantiles": 8}, {"tau_embedding_dim": 16}, {"noisy": True}],
