@@ -46,9 +46,8 @@ def hydra_main(cfg: DictConfig) -> float | None:
     """Returns the objective that sweepers (Optuna) optimise: the final 100-episode mean training return, or
     what the config's `objective` names (rlrun.storage.summary.objective)."""
     # the run's machinery (torch, envs) only once a job runs, not for errors and --help
-    from rlrun.resume import load_resume
-
-    # the run's machinery (torch, envs) only once a job runs, not for errors and --help
+    from rlrun.config import saved
+    from rlrun.resume import load_checkpoint
     from rlrun.run import train
 
     hydra_cfg = HydraConfig.get()
@@ -57,8 +56,9 @@ def hydra_main(cfg: DictConfig) -> float | None:
 
     def job() -> dict[str, Any]:
         if cfg.resume is not None:  # a sweep over resumed runs: each continues in its own directory
-            resumed, run_dir, state = load_resume(cfg, list(hydra_cfg.overrides.task))
-            return train(resumed, run_dir, state)
+            run_dir, overrides = Path(cfg.resume), list(hydra_cfg.overrides.task)
+            found, state = load_checkpoint(run_dir, saved.command_line_env_id(overrides, cfg))
+            return train(saved.resumed(run_dir, found, overrides, cfg), run_dir, state)
         return train(cfg, out_dir)
 
     return objective(run_job(job, out_dir, sweep_job), cfg.objective)

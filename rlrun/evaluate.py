@@ -16,7 +16,6 @@ env id with a `module:` part (`helpers:CartPole-v1`, whose module gymnasium woul
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
 import os
@@ -27,10 +26,9 @@ from typing import Any, NoReturn
 
 import gymnasium as gym
 import torch
-from omegaconf import DictConfig
 
 from rlrun import policy
-from rlrun.envs.vector import env_spec
+from rlrun.config import saved
 from rlrun.errors import ConfigError
 from rlrun.storage import checkpoint as ckpt, rundir
 from rlrun.training.build import make_eval_envs
@@ -120,21 +118,6 @@ class FrameRecorder(gym.vector.VectorWrapper):
         return paths
 
 
-def rendering(cfg: DictConfig) -> DictConfig:
-    """`cfg` with an env id that renders frames (rgb_array): the same env registered again under
-    `rlrun_video/<id>` with render_mode set, so the evaluation envs are made as always (build.make_eval_envs)."""
-
-    spec = env_spec(cfg.env.id)
-    video_id = f"rlrun_video/{spec.id.replace('/', '-')}"
-    if video_id not in gym.registry:
-        gym.registry[video_id] = dataclasses.replace(
-            spec, id=video_id, kwargs={**spec.kwargs, "render_mode": "rgb_array"}
-        )
-    video_cfg = cfg.copy()
-    video_cfg.env.id = video_id
-    return video_cfg
-
-
 def main(argv: list[str] | None = None) -> int:
     """`python -m rlrun.evaluate` and `rlrun-evaluate`: exit status 0 once the results are printed and saved
     (a console script exits with what its main returns)."""
@@ -147,9 +130,10 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     path, opts = parse(sys.argv[1:] if argv is None else argv)
     try:
         device = resolve_device(opts["device"])
-        cfg, weights, out_dir, fallback = policy.read_saved(path, device, opts["env.id"])
-        if fallback is not None:
-            used, step = fallback
+        found = policy.read_saved(path, device, opts["env.id"])
+        out_dir = found.run_dir
+        if found.fallback is not None:
+            used, step = found.fallback
             print(
                 f"rlrun.evaluate: warning: {out_dir / ckpt.LATEST} is damaged; evaluating {used.name} (step {step})",
                 file=sys.stderr,
@@ -158,7 +142,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             check_video_extra()
             rundir.check_links(out_dir)  # videos go into the run: never through a link out of it
         video_dir = new_video_dir(out_dir, opts["seed"]) if opts["video"] else None
-        returns, videos = play(cfg, weights, opts, device, video_dir)
+        returns, videos = play(found, opts, device, video_dir)
     except (ConfigError, ckpt.CheckpointError, rundir.RunDirError) as e:
         fail(2, str(e))
     except RuntimeError as e:  # weights of another shape than the config's network
@@ -173,7 +157,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         "returns": returns.tolist(),
     }
     print(
-        f"{cfg.env.id}: mean return {result['mean_return']:.2f} +- {result['std_return']:.2f} over "
+        f"{found.env_id}: mean return {result['mean_return']:.2f} +- {result['std_return']:.2f} over "
         f"{opts['episodes']} episodes (seed {opts['seed']})"
     )
     print("returns:", " ".join(f"{r:g}" for r in returns))
@@ -204,20 +188,19 @@ def new_video_dir(out_dir: Path, seed: int) -> Path:
     return out_dir / "videos" / datetime.now().strftime(f"seed{seed}_%Y-%m-%d_%H-%M-%S-%f")
 
 
-def play(cfg: DictConfig, weights: dict, opts: dict[str, Any], device: torch.device, video_dir: Path | None = None):
+def play(found: policy.Saved, opts: dict[str, Any], device: torch.device, video_dir: Path | None = None):
     """The greedy returns of `opts['episodes']` episodes and, with `video_dir`, the videos of those same
     episodes, recorded while they are played."""
-    cfg = policy.without_logging(cfg)
     if video_dir is not None:
         # pygame renders off-screen: no display, no audio device, no XDG_RUNTIME_DIR warning from SDL
         for key in ("SDL_VIDEODRIVER", "SDL_AUDIODRIVER"):
             os.environ.setdefault(key, "dummy")
         os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-        cfg = rendering(cfg)
+    cfg = saved.playing_config(found.config, video=video_dir is not None)
     envs = make_eval_envs(cfg, opts["episodes"])
     recorder = FrameRecorder(envs) if video_dir is not None else None
     try:
-        q_net = policy.q_network(cfg, envs, weights, device)
+        q_net = policy.q_network(cfg, envs, found.weights, device)
         returns = evaluate(q_net, recorder or envs, [opts["seed"]], device)[0]
         videos = []
         if recorder is not None and video_dir is not None:

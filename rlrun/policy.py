@@ -19,22 +19,22 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
 import yaml
-from omegaconf import DictConfig, OmegaConf
 
 from rlrun.algos.acting import GreedyActor
 from rlrun.config import saved
-from rlrun.config.schemas import LoggerConfig
-from rlrun.config.validate import validate
 from rlrun.nets.networks import QNetwork
 from rlrun.storage import checkpoint as ckpt
 from rlrun.training import agents
 from rlrun.training.build import make_eval_envs, make_network
 from rlrun.training.device import resolve_device
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 
 class BatchedRunError(ckpt.CheckpointError):
@@ -56,6 +56,10 @@ class Saved(NamedTuple):
     weights: dict[str, torch.Tensor]
     run_dir: Path
     fallback: tuple[Path, int] | None = None  # the checkpoint used instead of a damaged newest one, its step
+
+    @property
+    def env_id(self) -> str:
+        return saved.env_id(self.config)
 
 
 def read_saved(path: Path, map_location: Any = "cpu", env_id: str | None = None) -> Saved:
@@ -102,17 +106,9 @@ def saved_config(run_dir: Path, env_id: str | None = None) -> DictConfig:
 
 def one_agent(cfg: DictConfig, run_dir: Path) -> DictConfig:
     """`cfg` if it trains one agent; a run of several is refused, naming the agents' directories."""
-    if cfg.seeds > 1 or cfg.agents:
-        raise BatchedRunError(run_dir, [os.path.normpath(run_dir / name) for name in agents.agent_names(cfg)])
-    return cfg
-
-
-def without_logging(cfg: DictConfig) -> DictConfig:
-    """A copy of `cfg`, validated, that logs to no backend: none has to be installed to play a trained agent."""
-
-    cfg = cfg.copy()
-    cfg.logger = OmegaConf.structured(LoggerConfig)
-    validate(cfg)
+    names = agents.agent_names(cfg)
+    if len(names) > 1:
+        raise BatchedRunError(run_dir, [os.path.normpath(run_dir / name) for name in names])
     return cfg
 
 
@@ -136,7 +132,9 @@ class Policy:
     def __repr__(self) -> str:
         kind = self.network.q_head.name + (", dueling" if self.network.dueling else "")
         kind += ", noisy" if self.network.noisy else ""
-        return f"Policy({self.config.env.id}, {kind}, {self.action_space.n} actions, {self.device}: {self.run_dir})"
+        return (
+            f"Policy({saved.env_id(self.config)}, {kind}, {self.action_space.n} actions, {self.device}: {self.run_dir})"
+        )
 
     @property
     def device(self) -> torch.device:
@@ -186,7 +184,7 @@ def load(path: str | os.PathLike, device: str | torch.device = "auto", env_id: s
     if found.fallback is not None:
         used, step = found.fallback
         warnings.warn(f"{used.parent / ckpt.LATEST} is damaged; loading {used.name} (step {step})", stacklevel=2)
-    cfg = without_logging(found.config)
+    cfg = saved.playing_config(found.config)
     envs = make_eval_envs(cfg, 1)  # the spaces the network was built for (action bins, frame stacks included)
     try:
         net = q_network(cfg, envs, found.weights, torch.device("cpu"))

@@ -26,17 +26,19 @@ import logging
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
 
 from rlrun.config import preflight, saved as saved_config
 from rlrun.errors import ConfigError
 from rlrun.run import train
-from rlrun.storage import checkpoint as ckpt, rundir
-from rlrun.storage.agent_dirs import check as check_agent_dirs
+from rlrun.storage import agent_dirs, checkpoint as ckpt, rundir
+from rlrun.training.agents import dir_plan
 from rlrun.training.jobs import run_job
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 USAGE = (
     "usage: python -m rlrun.resume <run dir> [overrides]\n"
@@ -44,39 +46,15 @@ USAGE = (
     "  (the saved logger.* locations are not used), and repeat the saved env.id"
 )
 
-# Keys a resumed run may change: they do not change the experiment, only its length and reporting.
-RESUME_SAFE = ("total_steps", "stop_on_solve", "objective", "log", "eval", "checkpoint", "device", "logger", "resume")
 # The options of the logger group (conf/logger/): the only names a resume takes from a checkpoint's logger node.
 LOGGER_OPTIONS = ("tensorboard", "csv", "mlflow", "wandb")
-
-
-def resume_config(run_dir: Path, saved: DictConfig, overrides: list[str], composed: DictConfig) -> DictConfig:
-    """The saved config with the safe overrides of this command line applied; any other override that
-    would change the experiment is refused. Where the run logs comes from this command line, never from
-    the saved config's `logger.*` options."""
-    cfg = saved_config.without_locations(saved)
-    for override in overrides:
-        key, _, _ = override.lstrip("+~").partition("=")
-        top = key.split(".")[0].split("/")[0]
-        if top in RESUME_SAFE:
-            if top != "resume":  # a group (logger=[...]) is merged onto its typed node, a value replaced
-                value = OmegaConf.select(composed, key)
-                OmegaConf.update(cfg, key, value, merge=isinstance(value, DictConfig))
-        elif OmegaConf.select(composed, key) != OmegaConf.select(cfg, key):
-            raise ConfigError(
-                key,
-                override.partition("=")[2],
-                f"only the saved value when resuming {run_dir}, as it "
-                f"changes the experiment (a resume may change {', '.join(RESUME_SAFE[:-1])})",
-            )
-    return cfg
 
 
 def load_checkpoint(run_dir: Path, env_id: str | None = None) -> tuple[DictConfig, dict[str, Any]]:
     """The run's saved config (checked and rebuilt on rlrun's schemas) and its newest loadable checkpoint;
     `env_id`: the id the command line gives, which may confirm a saved `module:` id."""
     state = load_state(run_dir)
-    return saved_run_config(run_dir, state, env_id), state
+    return saved_config.from_checkpoint(run_dir, state, env_id), state
 
 
 def load_state(run_dir: Path) -> dict[str, Any]:
@@ -101,13 +79,6 @@ def load_state(run_dir: Path) -> dict[str, Any]:
             file=sys.stderr,
         )
     return state
-
-
-def saved_run_config(run_dir: Path, state: dict[str, Any], env_id: str | None) -> DictConfig:
-    try:
-        return saved_config.from_disk(state["config"], env_id)
-    except ConfigError as e:
-        raise ConfigError("resume", str(run_dir), f"a checkpoint whose config rlrun accepts ({e})") from None
 
 
 def with_saved_backends(overrides: list[str], saved: Any) -> list[str]:
@@ -137,13 +108,6 @@ def batched_group(job_dir: Path) -> Path | None:
     return None
 
 
-def load_resume(cfg: DictConfig, overrides: list[str]) -> tuple[DictConfig, Path, dict]:
-    """For `resume=<dir>` inside a sweep: the config to continue with, the run dir, the checkpoint."""
-    run_dir = Path(cfg.resume)
-    saved, state = load_checkpoint(run_dir, saved_config.command_line_env_id(overrides, cfg))
-    return resume_config(run_dir, saved, overrides, cfg), run_dir, state
-
-
 def log_to(run_dir: Path) -> None:
     """Log as a Hydra job does: to stdout and, appended, to the run's train.log."""
     formatter = logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
@@ -163,14 +127,14 @@ def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
         rundir.claim(run_dir)  # before reading anything: a concurrent resume is refused here
         state = load_state(run_dir)
         composed = preflight.task_config(preflight.compose(with_saved_backends(overrides, state["config"])))
-        saved = saved_run_config(run_dir, state, saved_config.command_line_env_id(overrides, composed))
-        cfg = resume_config(run_dir, saved, overrides, composed)
+        saved = saved_config.from_checkpoint(run_dir, state, saved_config.command_line_env_id(overrides, composed))
+        cfg = saved_config.resumed(run_dir, saved, overrides, composed)
         preflight.check_job(cfg, {})
-        check_agent_dirs(cfg, run_dir, new=False)  # the agents' own dirs: refused before the record below
+        agent_dirs.check(*dir_plan(cfg), run_dir, new=False)  # the agents' own dirs: refused before the record below
         record = run_dir / ".hydra" / datetime.now().strftime("resume_%Y-%m-%d_%H-%M-%S-%f")  # never reused
         record.mkdir(parents=True, exist_ok=True)
         rundir.write_text(record / "overrides.yaml", yaml.safe_dump(list(overrides)))
-        rundir.write_text(record / "config.yaml", OmegaConf.to_yaml(cfg))
+        rundir.write_text(record / "config.yaml", saved_config.to_yaml(cfg))
         log_to(run_dir)
         return train(cfg, run_dir, state)
 

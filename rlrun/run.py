@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from omegaconf import DictConfig
 
 from rlrun.config.schemas import register_configs
 from rlrun.config.validate import validate
@@ -18,6 +17,9 @@ from rlrun.training.loop import Trainer
 
 register_configs()
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 
 def start_line(out_dir: Path, device: torch.device, agents: int, resume_step: int | None, total_steps: int) -> str:
@@ -40,13 +42,13 @@ def train(cfg: DictConfig, out_dir: Path, resume: dict | None = None) -> dict[st
     run. Returns the run summary."""
     validate(cfg)
     with rundir.owned(out_dir):
-        parts = build.build(cfg)
+        parts, settings = build.build(cfg), build.loop_settings(cfg)
         resume_step = None if resume is None else resume["step"]
         population = build.population(cfg, out_dir, parts.reward_threshold, resume_step)
-        population.watch(cfg.total_steps, resume_step or 0, cfg.log.progress_interval)
-        trainer = Trainer(build.loop_settings(cfg), parts, population, out_dir, resume)
+        population.watch(settings.total_steps, resume_step or 0, settings.progress_interval)
+        trainer = Trainer(settings, parts, population, out_dir, resume)
         # Once the checkpoint is loaded: a refused resume leaves train.log as it was.
-        log.info(start_line(out_dir, parts.device, population.agents, resume_step, cfg.total_steps))
+        log.info(start_line(out_dir, parts.device, population.agents, resume_step, settings.total_steps))
         try:
             return trainer.run()
         finally:

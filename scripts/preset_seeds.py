@@ -97,10 +97,16 @@ def run_process(name: str, first: int, seeds: int, out: Path) -> tuple[dict, flo
         summary = json.loads((out / "summary.json").read_text())
         print(f"{name}: reusing the run in {out}", file=sys.stderr, flush=True)
         return summary, max(a["wall_time_s"] for a in summary["agents"].values())
-    print(f"{name}: python -m rlrun.train {shlex.join(overrides)}", file=sys.stderr, flush=True)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "rlrun.train", *overrides, f"hydra.run.dir={out}"], check=True,
-                   capture_output=True)  # fmt: skip
+    if (out / "checkpoint.pt").exists():  # an interrupted run of this variant: continue it where it stopped
+        print(f"{name}: python -m rlrun.resume {out}", file=sys.stderr, flush=True)
+        subprocess.run([sys.executable, "-m", "rlrun.resume", str(out)], check=True, capture_output=True)
+        summary = json.loads((out / "summary.json").read_text())
+        return summary, max(a["wall_time_s"] for a in summary["agents"].values())
+    else:
+        print(f"{name}: python -m rlrun.train {shlex.join(overrides)}", file=sys.stderr, flush=True)
+        subprocess.run([sys.executable, "-m", "rlrun.train", *overrides, f"hydra.run.dir={out}"], check=True,
+                       capture_output=True)  # fmt: skip
     return json.loads((out / "summary.json").read_text()), time.perf_counter() - start
 
 

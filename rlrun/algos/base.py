@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig
+if TYPE_CHECKING:  # the hooks' argument: the run's config (their room reads its own node)
+    from omegaconf import DictConfig
 
 # Keys whose value may differ between the agents of one process for every algorithm (rlrun.training.agents): each
 # changes numbers inside the batched computation, never its shapes.

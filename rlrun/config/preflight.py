@@ -262,9 +262,10 @@ def plan(argv: list[str]) -> Plan | None:
         check_job(task, {})
         run_dir = Path(str(base.hydra.run.dir))
         rundir.check_new(run_dir)
-        from rlrun.storage.agent_dirs import check as check_agent_dirs  # imports torch: once the command is checked
+        from rlrun.storage import agent_dirs  # imports torch: once the command is checked
+        from rlrun.training.agents import dir_plan
 
-        check_agent_dirs(task, run_dir, new=True)
+        agent_dirs.check(*dir_plan(task), run_dir, new=True)
         rundir.claim(run_dir, new=True)
         return Plan(_pinned(argv, "hydra.run.dir", run_dir), run_dir=run_dir)
     from rlrun.sweeps.batching import check_launcher, resumes_sweep  # imports torch: once the command is checked

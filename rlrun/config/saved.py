@@ -16,9 +16,12 @@ choose where data goes: the run keeps its backends, with the options the resume 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -28,11 +31,13 @@ from rlrun.config.schemas import (
     GROUP_TARGETS,
     DeviceConfig,
     EnvConfig,
+    LoggerConfig,
     MLflowLoggerConfig,
     RunConfig,
     WandbLoggerConfig,
 )
-from rlrun.config.validate import check_schema
+from rlrun.config.validate import check_schema, validate
+from rlrun.envs.vector import env_spec
 from rlrun.errors import ConfigError
 
 
@@ -117,3 +122,82 @@ def from_saved(saved: Any) -> DictConfig:
         raise ConfigError(key, getattr(e, "value", None), str(e).splitlines()[0]) from None
     assert isinstance(merged, DictConfig)
     return merged
+
+
+def rebuilt(saved: Any) -> dict:
+    """A saved config as plain values, rebuilt on today's schemas (`from_saved`): keys added since filled in."""
+    return OmegaConf.to_container(from_saved(saved))  # type: ignore[return-value]
+
+
+# Keys a resumed run may change: they do not change the experiment, only its length and reporting.
+RESUME_SAFE = ("total_steps", "stop_on_solve", "objective", "log", "eval", "checkpoint", "device", "logger", "resume")
+
+
+def resumed(run_dir: Path, saved: DictConfig, overrides: list[str], composed: DictConfig) -> DictConfig:
+    """The saved config with the safe overrides of this command line applied; any other override that
+    would change the experiment is refused. Where the run logs comes from this command line, never from
+    the saved config's `logger.*` options."""
+    cfg = without_locations(saved)
+    for override in overrides:
+        key, _, _ = override.lstrip("+~").partition("=")
+        top = key.split(".")[0].split("/")[0]
+        if top in RESUME_SAFE:
+            if top != "resume":  # a group (logger=[...]) is merged onto its typed node, a value replaced
+                value = OmegaConf.select(composed, key)
+                OmegaConf.update(cfg, key, value, merge=isinstance(value, DictConfig))
+        elif OmegaConf.select(composed, key) != OmegaConf.select(cfg, key):
+            raise ConfigError(
+                key,
+                override.partition("=")[2],
+                f"only the saved value when resuming {run_dir}, as it "
+                f"changes the experiment (a resume may change {', '.join(RESUME_SAFE[:-1])})",
+            )
+    return cfg
+
+
+def from_checkpoint(run_dir: Path, state: dict[str, Any], env_id: str | None) -> DictConfig:
+    """A checkpoint's config, checked and rebuilt on rlrun's schemas (`from_disk`); a ConfigError names `resume`."""
+    try:
+        return from_disk(state["config"], env_id)
+    except ConfigError as e:
+        raise ConfigError("resume", str(run_dir), f"a checkpoint whose config rlrun accepts ({e})") from None
+
+
+def to_yaml(cfg: DictConfig) -> str:
+    return OmegaConf.to_yaml(cfg)
+
+
+def playing_config(cfg: DictConfig, video: bool = False) -> DictConfig:
+    """The config to play a saved run with: no logging backend (`without_logging`); with `video`, an env
+    id that renders frames (`rendering`)."""
+    cfg = without_logging(cfg)
+    return rendering(cfg) if video else cfg
+
+
+def without_logging(cfg: DictConfig) -> DictConfig:
+    """A copy of `cfg`, validated, that logs to no backend: none has to be installed to play a trained agent."""
+
+    cfg = cfg.copy()
+    cfg.logger = OmegaConf.structured(LoggerConfig)
+    validate(cfg)
+    return cfg
+
+
+def rendering(cfg: DictConfig) -> DictConfig:
+    """`cfg` with an env id that renders frames (rgb_array): the same env registered again under
+    `rlrun_video/<id>` with render_mode set, so the evaluation envs are made as always (build.make_eval_envs)."""
+
+    spec = env_spec(cfg.env.id)
+    video_id = f"rlrun_video/{spec.id.replace('/', '-')}"
+    if video_id not in gym.registry:
+        gym.registry[video_id] = dataclasses.replace(
+            spec, id=video_id, kwargs={**spec.kwargs, "render_mode": "rgb_array"}
+        )
+    video_cfg = cfg.copy()
+    video_cfg.env.id = video_id
+    return video_cfg
+
+
+def env_id(cfg: DictConfig) -> str:
+    """The run's env id (as saved: a `module:` id keeps its module)."""
+    return str(cfg.env.id)

@@ -15,6 +15,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from rlrun.algos import ALGORITHMS
+from rlrun.config.pbt import PBTConfig
 from rlrun.config.runnames import job_subdir, run_part
 
 
@@ -225,6 +226,7 @@ class RunConfig:
     # Agents with values of their own (rlrun.training.agents): a mapping per agent, {seed: 1, optimizer.lr: 1e-3}.
     agents: list[Any] = field(default_factory=list)
     total_steps: int = 100_000  # env steps per agent
+    pbt: PBTConfig | None = None  # population-based training of the agents (+pbt=truncation: rlrun.config.pbt)
     stop_on_solve: bool = False  # stop once the 100-episode mean reaches env.reward_threshold
     # What a sweep job returns to its sweeper (Optuna): final_mean_return_100 (the agents' mean of it), or
     # robust (for tuning over many seeds, `seeds=K`: rlrun.storage.summary.robust_score).

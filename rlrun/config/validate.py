@@ -12,6 +12,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun.algos import ALGORITHMS, algo_kind, algorithm
+from rlrun.config import pbt
 from rlrun.config.checks import cfg_get, check, in_range, one_of, positive
 from rlrun.config.schemas import GROUP_TARGETS, RunConfig
 from rlrun.errors import ConfigError, UnknownKeyError
@@ -48,6 +49,12 @@ def _walk(node: Mapping, schema: type, prefix: str) -> None:
         if key not in fields:
             raise UnknownKeyError(path, value, sorted(k for k in fields if not k.startswith("_")))
         if not prefix and key == "agents":  # per-agent mappings: rlrun.training.agents.check reads them
+            continue
+        if typing.get_origin(hints[key]) is dict and isinstance(value, Mapping):  # name -> schema (pbt.space.*)
+            for name, item in value.items():
+                if not isinstance(item, Mapping):
+                    raise ConfigError(f"{path}.{name}", item, "a mapping of its fields")
+                _walk(item, typing.get_args(hints[key])[1], f"{path}.{name}.")
             continue
         sub = (
             GROUP_TARGETS[key][value["_target_"]] if not prefix and key in GROUP_TARGETS else _dataclass_in(hints[key])
@@ -212,6 +219,11 @@ def _run(cfg: DictConfig) -> None:
         _validate_batched(cfg)
     _validate_agents(cfg)
     _validate_cuda_graphs(cfg)
+    if cfg.get("pbt") is not None:  # population-based training: its rules read plain values
+        agents = len(cfg.agents) if cfg.agents else cfg.seeds
+        plain: dict[str, Any] = OmegaConf.to_container(cfg.pbt, resolve=True)  # type: ignore[assignment]
+        algo = algorithm(cfg.algo)
+        pbt.check(plain, agents, algo.name, algo.batchable, cfg.eval.interval > 0, cfg.device.cuda_graphs)
 
 
 # What K agents in one process (seeds > 1) cannot do, because they share one vector env or one update:

@@ -17,20 +17,19 @@ directory is then owned by this process (`rundir.claim`), as the run directory i
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
 
-from rlrun.config.saved import from_saved
+from rlrun.config.saved import rebuilt
 from rlrun.errors import ConfigError
 from rlrun.storage import rundir
-from rlrun.training import agents
 
 GROUPS = ".batched"  # the batched launcher's group run directories: <sweep dir>/.batched/<group>
 PREPARED = {"config.yaml", "hydra.yaml", "overrides.yaml"}  # the `.hydra/` the launcher writes into a job dir
-# Keys that a resumed run may change (rlrun.resume.RESUME_SAFE), where it logs, and how many agents share a
+# Keys that a resumed run may change (rlrun.config.saved.RESUME_SAFE), where it logs, and how many agents share a
 # process: an agent directory holds this agent's run when its config and the agent's agree on all others.
 NOT_IDENTITY = (
     "total_steps",
@@ -52,16 +51,18 @@ def root(out_dir: Path) -> Path:
     return out_dir.parent.parent if out_dir.parent.name == GROUPS else out_dir
 
 
-def check(cfg: DictConfig, out_dir: Path, new: bool) -> list[Path]:
+def check(
+    names: list[str], expected_config: Callable[[int], dict], listed: bool, out_dir: Path, new: bool
+) -> list[Path]:
     """Each agent's directory (absolute, normalised) once it passes the checks above; ConfigError (naming
-    `agents[k].dir`, or `resume` for a run of `seeds=K`) for the first that does not."""
-    names, listed = agents.agent_names(cfg), cfg.get("agents") or []
+    `agents[k].dir`, or `resume` for a run of `seeds=K`) for the first that does not. `names`: the agents'
+    directories relative to the run (rlrun.training.agents.agent_names); `expected_config(k)`: agent k's
+    config as a plain dict; `listed`: whether the run has an `agents` list (else `seeds=K`)."""
     if len(names) < 2:
         return []
     top, run = root(out_dir), Path(os.path.abspath(out_dir))
-    base = agents.single_run(cfg)
     dirs = []
-    for k, (name, values) in enumerate(zip(names, agents.entries(cfg))):
+    for k, name in enumerate(names):
         where = Path(os.path.normpath(run / name))
         key = f"agents[{k}].dir" if listed else "resume"
         shown = name if listed else str(run)
@@ -73,7 +74,7 @@ def check(cfg: DictConfig, out_dir: Path, new: bool) -> list[Path]:
             raise ConfigError(
                 key, shown, f"a directory, not a symlink ({link} is one); rlrun never writes through links"
             )
-        expected = agents.agent_config(cfg, values, base) if where.exists() else None
+        expected = expected_config(k) if where.exists() else None
         if new and (expected is None or not prepared(where, expected)):
             try:
                 rundir.check_new(where)
@@ -93,7 +94,7 @@ def claim(dirs: list[Path]) -> None:
         rundir.claim(where)
 
 
-def prepared(where: Path, expected: DictConfig) -> bool:
+def prepared(where: Path, expected: dict) -> bool:
     """A job directory that the batched launcher made for this agent: only its `.hydra/`, with its config."""
     if not where.is_dir() or where.is_symlink():
         return False
@@ -104,7 +105,7 @@ def prepared(where: Path, expected: DictConfig) -> bool:
     return {p.name for p in hydra.iterdir()} <= PREPARED and same_run(where, expected)
 
 
-def same_run(where: Path, expected: DictConfig) -> bool:
+def same_run(where: Path, expected: dict) -> bool:
     """Whether `where/.hydra/config.yaml` is the config of the agent whose config is `expected`, on every key
     but those a resume may change (`NOT_IDENTITY`)."""
     saved_file = where / ".hydra" / "config.yaml"
@@ -116,13 +117,12 @@ def same_run(where: Path, expected: DictConfig) -> bool:
         return False
     if not isinstance(saved, dict):
         return False
-    if _identity(saved) == _identity(OmegaConf.to_container(expected)):
+    if _identity(saved) == _identity(expected):
         return True
     try:  # a run made by an older rlrun: its config lacks keys the schema has gained since
-        rebuilt = [OmegaConf.to_container(from_saved(c)) for c in (saved, OmegaConf.to_container(expected))]
+        return _identity(rebuilt(saved)) == _identity(rebuilt(expected))
     except ConfigError:
         return False
-    return _identity(rebuilt[0]) == _identity(rebuilt[1])
 
 
 def _identity(plain: Any) -> dict[str, Any]:

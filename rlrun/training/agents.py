@@ -21,7 +21,7 @@ default it is the entry's values as path parts, `optimizer.lr=0.001/seed=0` (`se
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -29,7 +29,9 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlrun.algos import algorithm
+from rlrun.config.pbt import flat_space
 from rlrun.errors import ConfigError
+from rlrun.training.pbt import PBT
 
 DIR_KEY = "dir"
 LR_KEYS = ("optimizer.lr", "algo.lr_end_factor")  # per-agent values of these need per-agent param groups
@@ -160,11 +162,20 @@ def check_types(cfg: DictConfig) -> None:
                 raise ConfigError(f"agents[{k}].{key}", value, f"a {kind}, as {key} is (written without quotes)")
 
 
+def explored(cfg: DictConfig, key: str) -> bool:
+    """Whether population-based training (the `pbt` group) changes `key` per agent during the run."""
+    return cfg.get("pbt") is not None and key in flat_space(OmegaConf.to_container(cfg.pbt.space))  # type: ignore[arg-type]
+
+
 def values(cfg: DictConfig, key: str) -> Any:
-    """`key`'s value for the run's agents: one value when they share it, else a list with one per agent."""
+    """`key`'s value for the run's agents: one value when they share it, else a list with one per agent
+    (always a list for a key that PBT explores: rlrun.training.pbt changes its items)."""
     node: Any = cfg
     for part in key.split("."):
         node = node[part]
+    if explored(cfg, key):
+        found = [entry.get(key, node) for entry in entries(cfg)]
+        return found
     if not cfg.get("agents"):
         return node
     # What `per_agent(agent_configs(cfg), key)` gives, without composing every agent's whole config (the
@@ -187,7 +198,7 @@ SLICE_MULTIPLE = 64
 
 
 def agent_param_groups(
-    stacked: Sequence[torch.nn.Parameter], lrs: Sequence[float], end_factors: Sequence[float]
+    stacked: Sequence[torch.nn.Parameter], lrs: Sequence[float], end_factors: Sequence[float], split: bool = False
 ) -> list[dict[str, Any]]:
     """Optimizer param groups over leaf views of the stacked (K, ...) parameters: one group per run of
     consecutive agents that share their learning rate and its schedule (`agents`: [first, last + 1]).
@@ -199,10 +210,11 @@ def agent_param_groups(
     splits each agent's own tensor (`SLICE_MULTIPLE`), and once per agent otherwise. A sweep's jobs come
     lr-major (`optimizer.lr=a,b seed=0,1,2`), so a batched process of them has one group per learning
     rate, not one per agent: each group and each tensor cost the optimizer Python work at every step.
+    `split`: one group per agent, whose lr changes on its own (population-based training).
     """
     runs: list[list[int]] = []
     for k, key in enumerate(zip(lrs, end_factors)):
-        if runs and key == (lrs[runs[-1][0]], end_factors[runs[-1][0]]):
+        if runs and key == (lrs[runs[-1][0]], end_factors[runs[-1][0]]) and not split:
             runs[-1][1] = k + 1
         else:
             runs.append([k, k + 1])
@@ -242,3 +254,23 @@ def link_view_grads(optimizer: torch.optim.Optimizer, stacked: Sequence[torch.nn
 
     optimizer.register_step_pre_hook(before)
     optimizer.register_step_post_hook(after)
+
+
+def dir_plan(cfg: DictConfig) -> tuple[list[str], Callable[[int], dict], bool]:
+    """What rlrun.storage.agent_dirs.check needs to check the agents' directories: their names, agent k's
+    config as a plain dict (computed only for a directory that exists), and whether the run lists its agents."""
+    base, values = single_run(cfg), entries(cfg)
+
+    def expected(k: int) -> dict:
+        return OmegaConf.to_container(agent_config(cfg, values[k], base))  # type: ignore[return-value]
+
+    return agent_names(cfg), expected, bool(cfg.get("agents"))
+
+
+def make_pbt(cfg: DictConfig) -> PBT | None:
+    """The run's population-based training (the `pbt` group), or None."""
+    if cfg.get("pbt") is None:
+        return None
+    settings: dict[str, Any] = OmegaConf.to_container(cfg.pbt, resolve=True)  # type: ignore[assignment]
+    initial = {key: values(cfg, key) for key in flat_space(settings["space"])}
+    return PBT(settings, cfg.seed, initial, agent_labels(cfg))

@@ -145,7 +145,9 @@ def make_optimizer(cfg: DictConfig, network: torch.nn.Module, capturable: bool =
         k = len(agent_seeds(cfg))
         per_agent_lrs = lrs if isinstance(lrs, list) else [lrs] * k
         per_agent_ends = end_factors if isinstance(end_factors, list) else [end_factors] * k
-        optimizer = cls(rlrun.training.agents.agent_param_groups(params, per_agent_lrs, per_agent_ends), **kwargs)
+        split = rlrun.training.agents.explored(cfg, "optimizer.lr")  # PBT changes each agent's lr on its own
+        groups = rlrun.training.agents.agent_param_groups(params, per_agent_lrs, per_agent_ends, split)
+        optimizer = cls(groups, **kwargs)
         rlrun.training.agents.link_view_grads(optimizer, params)
         return optimizer
     return cls(network.parameters(), **kwargs)
@@ -232,6 +234,7 @@ def loop_settings(cfg: DictConfig) -> LoopSettings:
         epsilon_end=0.0 if noisy else rlrun.training.agents.values(cfg, "exploration.end"),
         epsilon_duration=rlrun.training.agents.values(cfg, "exploration.duration"),
         log_interval=cfg.log.interval,
+        progress_interval=cfg.log.progress_interval,
         eval_interval=cfg.eval.interval,
         checkpoint_every=cfg.checkpoint.every,
         checkpoint_replay=cfg.checkpoint.replay,
@@ -270,7 +273,7 @@ def population(cfg: DictConfig, out_dir: Path, reward_threshold: float | None, r
         )
         return Population(out_dir, seeds, cfg.env.num_envs, [logger], labels=labels)
     # Checked and owned before anything is written: inside the run, never through a link, never another run's.
-    dirs = rlrun.storage.agent_dirs.check(cfg, out_dir, new=resume_step is None)
+    dirs = rlrun.storage.agent_dirs.check(*rlrun.training.agents.dir_plan(cfg), out_dir, new=resume_step is None)
     rlrun.storage.agent_dirs.claim(dirs)
     configs, entries = rlrun.training.agents.agent_configs(cfg), rlrun.training.agents.entries(cfg)
     overrides = run_overrides(out_dir) if resume_step is None else []
@@ -292,4 +295,4 @@ def population(cfg: DictConfig, out_dir: Path, reward_threshold: float | None, r
                 sinks=make_sinks(backends, run),
             )
         )
-    return Population(out_dir, seeds, cfg.env.num_envs, loggers, dirs, labels)
+    return Population(out_dir, seeds, cfg.env.num_envs, loggers, dirs, labels, rlrun.training.agents.make_pbt(cfg))

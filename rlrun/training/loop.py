@@ -9,6 +9,7 @@ points where K matters are in `rlrun.training.population`.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -33,6 +34,8 @@ from rlrun.training.graphs import GraphedActor, GraphedUpdates
 from rlrun.training.parts import LoopSettings, Parts, group_lrs
 from rlrun.training.population import Population
 
+log = logging.getLogger(__name__)
+
 
 class Preempted(Exception):
     """SIGTERM or SIGINT arrived; a checkpoint has been written."""
@@ -43,6 +46,7 @@ class Trainer:
         self, settings: LoopSettings, parts: Parts, population: Population, out_dir: Path, resume: dict | None = None
     ):
         self.settings, self.parts, self.population, self.out_dir = settings, parts, population, Path(out_dir)
+        self.pbt = pbt = population.pbt  # population-based training's rounds (rlrun.training.pbt), or None
         envs = parts.envs
         self.exploration = ExplorationDraws(population.seeds, settings.num_envs, int(envs.single_action_space.n))
         stored_shape, stored_dtype = envs.single_observation_space.shape, envs.single_observation_space.dtype
@@ -64,6 +68,8 @@ class Trainer:
             self.obs, _ = envs.reset(seed=population.env_seeds())
             if parts.frames is not None:
                 parts.frames.start(self.obs)
+            if pbt is not None:
+                pbt.start(self)
         else:
             self.load_state_dict(resume)
 
@@ -127,6 +133,8 @@ class Trainer:
 
     def _stop_agents(self, step: int) -> None:
         learner, population = self.parts.learner, self.population
+        if self.pbt is not None:  # frozen and ranked last: the next PBT round replaces it
+            return self.pbt.take_failures(learner, step)
         for k, reason, state in learner.failures:
             population.stop_agent(k, step, f"{reason} (update {learner.updates + 1})", state, learner.online)
         learner.failures.clear()
@@ -181,6 +189,8 @@ class Trainer:
             [seed + 1_000_000 + step for seed in self.population.seeds],
             self.parts.device,
         )
+        if self.pbt is not None:
+            self.pbt.eval_fitness = returns.mean(axis=1).tolist()
         self.population.log(
             step,
             {},
@@ -254,6 +264,8 @@ class Trainer:
 
                 if crossed(eval_interval) or (eval_interval and step >= total_steps):
                     self.evaluate(step)
+                if self.pbt is not None and crossed(self.pbt.interval) and step < total_steps:
+                    self.pbt.round(self, step)
 
                 self.step, self.iteration, self.obs = step, iteration, obs
                 if crossed(ckpt_every):
@@ -272,6 +284,9 @@ class Trainer:
         extra: dict[str, Any] = {"gradient_updates": learner.updates}
         if parts.device.type == "cuda":
             extra["device_max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(parts.device) / 2**20
+        if self.pbt is not None:
+            log.info(self.pbt.best_line(population))
+            extra["pbt_seconds"] = self.pbt.seconds
         return population.finish(step, status, learner.online, extra, s.plot_title)
 
     def close(self) -> None:

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -26,6 +26,9 @@ import yaml
 from rlrun.logs.logger import RunLogger
 from rlrun.storage import rundir, summary as run_summary
 from rlrun.storage.summary import Summary
+
+if TYPE_CHECKING:
+    from rlrun.training.pbt import PBT
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +103,7 @@ class Population:
         loggers: Sequence[RunLogger],
         dirs: Sequence[Path] | None = None,
         labels: Sequence[str] | None = None,
+        pbt: PBT | None = None,
     ):
         self.out_dir, self.seeds, self.num_envs = Path(out_dir), list(seeds), num_envs
         self.agents = len(self.seeds)
@@ -110,6 +114,7 @@ class Population:
         self.failed: dict[int, str] = {}  # agent -> why it stopped
         self.failed_summaries: dict[int, Summary] = {}
         self.lines: ProgressLines | None = None  # set by `watch`
+        self.pbt = pbt  # population-based training of the agents (rlrun.training.pbt), or None
 
     def watch(self, total_steps: int, start_step: int, interval: float) -> None:
         """Print plain progress lines (`ProgressLines`, through logging: the console and train.log) where

@@ -33,6 +33,7 @@ def state_dict(self: Any) -> dict[str, Any]:
         **self.window.state_dict(),
         "frames": None if p.frames is None else p.frames.state_dict(),
         "failed_agents": dict(self.population.failed),
+        "pbt": None if self.pbt is None else self.pbt.state_dict(),
     }
 
 
@@ -65,3 +66,5 @@ def load_state_dict(self: Any, state: dict[str, Any]) -> None:
     if self.population.failed:
         p.learner.failed = torch.zeros(self.population.agents, dtype=torch.bool, device=p.device)
         p.learner.failed[list(self.population.failed)] = True
+    if self.pbt is not None and state.get("pbt") is not None:
+        self.pbt.load_state_dict(state["pbt"], self)

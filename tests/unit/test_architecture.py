@@ -94,3 +94,61 @@ def test_the_cycle_finder_finds_one():
 def test_no_module_over_300_lines(name):
     lines = len(modules()[name].read_text().splitlines())
     assert lines <= MAX_LINES, f"{name}: {lines} lines"
+
+
+# The modules that handle the run config (a DictConfig), each with its reason. The rest get plain values or
+# typed settings from rlrun.training.build, or pass the config along untouched (naming its type only for
+# type checkers). At most 12.
+CONFIG_HANDLERS = {
+    "rlrun.cli": "Hydra's task function receives the composed config; --help lists it with the schemas' notes",
+    "rlrun.config.preflight": "checks a command line's composed config before Hydra runs it",
+    "rlrun.config.overrides": "reads a command line's overrides against the default config",
+    "rlrun.config.validate": "the rules every run config passes before anything is built",
+    "rlrun.config.checks": "the value checks those rules (and each algorithm's) are written with",
+    "rlrun.config.saved": "a saved config onto today's schemas; a resumed run's and a played run's config",
+    "rlrun.training.build": "the one place the config becomes objects: envs, network, replay, learner, loggers",
+    "rlrun.training.agents": "each agent's config and per-agent values in a batched run",
+    "rlrun.algos.dqn": "an algorithm reads its own node: its rules, learner and schedule",
+    "rlrun.algos.mdqn": "an algorithm reads its own node: its rules, learner and schedule",
+    "rlrun.algos.pqn": "an algorithm reads its own node: its rules, learner and schedule",
+    "rlrun.sweeps.batching": "the batched launcher groups a sweep's composed job configs into batched runs",
+}
+
+
+def runtime_config_imports(path: Path) -> bool:
+    """Whether the module imports omegaconf's DictConfig outside an `if TYPE_CHECKING:` block."""
+
+    def walk(node: ast.AST) -> bool:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            names = [a.name for a in child.names] if isinstance(child, ast.ImportFrom) else []
+            if (
+                isinstance(child, ast.ImportFrom)
+                and (child.module or "").startswith("omegaconf")
+                and "DictConfig" in names
+            ):
+                return True
+            if walk(child):
+                return True
+        return False
+
+    return walk(ast.parse(path.read_text()))
+
+
+def test_only_the_listed_modules_handle_the_config():
+    handlers = {name for name, path in modules().items() if runtime_config_imports(path)}
+    assert handlers <= set(CONFIG_HANDLERS), (
+        f"new modules handle a DictConfig: {sorted(handlers - set(CONFIG_HANDLERS))}"
+    )
+    assert len(CONFIG_HANDLERS) <= 12
+
+
+def test_the_handler_finder_sees_through_type_checking_only_imports(tmp_path):
+    runtime = tmp_path / "a.py"
+    runtime.write_text("def f():\n    from omegaconf import DictConfig\n")
+    typing_only = tmp_path / "b.py"
+    typing_only.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from omegaconf import DictConfig\n"
+    )
+    assert runtime_config_imports(runtime) and not runtime_config_imports(typing_only)

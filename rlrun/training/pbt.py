@@ -1,0 +1,255 @@
+"""Population-based training (Jaderberg et al. 2017) of the K agents of one batched process.
+
+Every `interval` env steps the agents are ranked by fitness (the last greedy evaluation, else the
+100-episode training mean). Each agent of the bottom `fraction` copies a random agent of the top
+`fraction`, inside the stacked tensors: online and target weights (noisy layers' sigmas included), and
+its slices of the optimizer state. It then explores: each key of the space is multiplied by a factor of
+`perturb`, or drawn afresh from its range with `resample_probability`, and kept in its range. Each agent
+keeps its own replay, as in the paper. Exploit is a tensor copy between agent slots and explore a change
+of a per-agent value, so a round costs next to nothing beside training.
+
+An agent whose update turns non-finite is frozen (its gradients zeroed, as a batched run does) and ranked
+last, so the next round replaces it; the run goes on. `pbt.csv` in the run directory holds one row per
+event (the agents' first values at step 0, then each copy), the values per agent go to `pbt/<key>`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+import time
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlrun.config.pbt import flat_space
+from rlrun.errors import NonFiniteError
+from rlrun.storage import rundir
+from rlrun.training.parts import group_lrs
+
+log = logging.getLogger(__name__)
+CSV = "pbt.csv"
+
+
+class PBT:
+    """The population's exploit/explore rounds. `settings`: the `pbt` node as plain values; `initial`: each
+    explored key's value per agent (from the config); `labels`: the agents' names (seed=S)."""
+
+    def __init__(self, settings: dict[str, Any], seed: int, initial: dict[str, list[float]], labels: list[str]):
+        self.interval, self.fraction = int(settings["interval"]), float(settings["fraction"])
+        self.fitness_kind, self.initial = settings["fitness"], settings["initial"]
+        self.perturb, self.resample_probability = list(settings["perturb"]), float(settings["resample_probability"])
+        self.space = flat_space(settings["space"])
+        self.labels, self.agents = list(labels), len(labels)
+        self.values = {key: [float(v) for v in initial[key]] for key in self.space}
+        self.rng = np.random.default_rng([seed, 0x5B7])  # PBT's own stream: the agents' streams stay theirs
+        self.events: list[list[Any]] = []  # pbt.csv's rows
+        self.diverged: set[int] = set()
+        self.eval_fitness: list[float] | None = None  # the last greedy evaluation's mean return per agent
+        self.seconds = 0.0  # wall time of the rounds (ranking, copies, perturbations, pbt.csv)
+
+    # --- values ------------------------------------------------------------------------------------------
+    def sample(self, key: str) -> float:
+        b = self.space[key]
+        if b["log"]:
+            return float(math.exp(self.rng.uniform(math.log(b["low"]), math.log(b["high"]))))
+        return float(self.rng.uniform(b["low"], b["high"]))
+
+    def explore(self, key: str, value: float) -> float:
+        """A perturbed (or, with resample_probability, fresh) value within the key's range."""
+        b = self.space[key]
+        if self.rng.random() < self.resample_probability:
+            return self.sample(key)
+        factor = self.perturb[int(self.rng.integers(len(self.perturb)))]
+        return float(min(max(value * factor, b["low"]), b["high"]))
+
+    def apply(self, trainer: Any, agents: list[int]) -> None:
+        """Put the agents' current values into the loop's settings, the optimizer and the learner."""
+        s, learner = trainer.settings, trainer.parts.learner
+        for key, values in self.values.items():
+            for k in agents:
+                if key == "optimizer.lr":
+                    s.lr[k] = values[k]
+                elif key == "algo.tau":
+                    learner.tau[k] = values[k]
+                    learner._tau_weights = None  # rebuilt from the list at the next sync
+                elif key == "exploration.end":
+                    s.epsilon_end[k] = values[k]
+        if "optimizer.lr" in self.values:
+            lrs = group_lrs(s.lr, s.lr_end_factor, s.total_steps, trainer.step)
+            for group in learner.optimizer.param_groups:  # one group per agent (rlrun.training.agents.values)
+                group["lr"] = lrs[group["agents"][0]]
+
+    # --- rounds ------------------------------------------------------------------------------------------
+    def fitness(self, population: Any) -> list[float]:
+        use_eval = self.fitness_kind == "eval" or (self.fitness_kind == "auto" and self.eval_fitness is not None)
+        if use_eval and self.eval_fitness is not None:
+            found: list[float | None] = list(self.eval_fitness)
+        else:
+            found = [lg.mean_return for lg in population.loggers]
+        return [-math.inf if k in self.diverged or f is None else float(f) for k, f in enumerate(found)]
+
+    def start(self, trainer: Any) -> None:
+        """A new run: each agent's first values (drawn from the space, or the config's), rows at step 0."""
+        if self.initial == "sample":
+            self.values = {key: [self.sample(key) for _ in range(self.agents)] for key in self.space}
+        self.apply(trainer, list(range(self.agents)))
+        for k in range(self.agents):
+            self.events.append(
+                [0, self.labels[k], self.labels[k], "", "", *(self.values[key][k] for key in self.space)]
+            )
+        self.write(trainer.out_dir)
+        self.log_values(trainer.population, 0, None)
+
+    def round(self, trainer: Any, step: int) -> None:
+        """Rank, then the bottom agents copy top ones and explore."""
+        began = time.perf_counter()
+        fit = self.fitness(trainer.population)
+        if all(f == -math.inf for f in fit):
+            return  # nobody has a fitness yet (no episode ended)
+        order = sorted(range(self.agents), key=lambda k: (-fit[k], k))
+        n = max(1, int(self.agents * self.fraction))
+        top = order[:n]
+        bottom = sorted(set(order[-n:]) | (self.diverged - set(top)))
+        copied = []
+        for dst in bottom:
+            src = top[int(self.rng.integers(n))]
+            self.copy(trainer, src, dst)
+            for key in self.space:
+                self.values[key][dst] = self.explore(key, self.values[key][src])
+            self.events.append(
+                [
+                    step,
+                    self.labels[dst],
+                    self.labels[src],
+                    fit[dst],
+                    fit[src],
+                    *(self.values[k][dst] for k in self.space),
+                ]
+            )
+            copied.append(f"{self.labels[dst]}<-{self.labels[src]}")
+        self.apply(trainer, bottom)
+        self.write(trainer.out_dir)
+        self.seconds += time.perf_counter() - began
+        self.log_values(trainer.population, step, fit)
+        log.info(f"rlrun: PBT at env step {step:,}: {', '.join(copied)}")
+
+    def copy(self, trainer: Any, src: int, dst: int) -> None:
+        """Agent dst becomes agent src: online and target weights, optimizer state, the explored values."""
+        learner = trainer.parts.learner
+        for net in (learner.online, learner.target):
+            if net is not None:
+                copy_agent(net, src, dst, self.agents)
+        copy_optimizer_state(learner.optimizer, src, dst, self.agents)
+        for key in self.space:
+            self.values[key][dst] = self.values[key][src]
+        if learner.failed is not None:
+            learner.failed[dst] = False  # a frozen (non-finite) agent trains again as its copy
+        self.diverged.discard(dst)
+
+    def take_failures(self, learner: Any, step: int) -> None:
+        """Agents whose update turned non-finite (the learner's `failures`): frozen by the learner, ranked last
+        until the next round replaces them. A NonFiniteError once every agent has."""
+        for k, reason, _ in learner.failures:
+            self.diverged.add(k)
+            log.warning(f"rlrun: {self.labels[k]}: {reason} at env step {step:,}; PBT replaces it at its next round")
+        learner.failures.clear()
+        if len(self.diverged) == self.agents:
+            raise NonFiniteError(f"every agent turned non-finite (the last at env step {step})")
+
+    # --- records -----------------------------------------------------------------------------------------
+    def write(self, out_dir: Path) -> None:
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(["env_step", "agent", "copied_from", "fitness", "source_fitness", *self.space])
+        writer.writerows(self.events)
+        rundir.write_text(Path(out_dir) / CSV, text.getvalue())
+
+    def log_values(self, population: Any, step: int, fit: list[float] | None) -> None:
+        per_agent: dict[str, Any] = {f"pbt/{key}": list(values) for key, values in self.values.items()}
+        if fit is not None:
+            per_agent["pbt/fitness"] = [f if math.isfinite(f) else float("nan") for f in fit]
+        population.log(step, {}, per_agent)
+
+    def lineage(self, k: int) -> list[tuple[int, str, dict[str, float]]]:
+        """Agent k's schedule: (env step, the slot it came from, its values from then on), oldest first,
+        following each copy back to the agent it copied."""
+        label, found = self.labels[k], []
+        for step, agent, source, _, _, *values in reversed(self.events):
+            if agent == label:
+                found.append((int(step), source, dict(zip(self.space, map(float, values)))))
+                label = source
+                if int(step) == 0:
+                    break
+        return found[::-1]
+
+    def best_line(self, population: Any) -> str:
+        fit = self.fitness(population)
+        best = max(range(self.agents), key=lambda k: (fit[k], -k))
+        parts = [
+            f"{step:,}: " + ", ".join(f"{key} {value:.3g}" for key, value in values.items())
+            for step, _, values in self.lineage(best)
+        ]
+        return f"rlrun: PBT best agent {self.labels[best]} (fitness {fit[best]:.1f}); its schedule: " + "; ".join(parts)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "values": {k: list(v) for k, v in self.values.items()},
+            "rng": self.rng.bit_generator.state,
+            "events": [list(e) for e in self.events],
+            "diverged": sorted(self.diverged),
+            "eval_fitness": self.eval_fitness,
+            "seconds": self.seconds,
+        }
+
+    def load_state_dict(self, state: dict[str, Any], trainer: Any) -> None:
+        self.values = {k: list(v) for k, v in state["values"].items()}
+        self.rng.bit_generator.state = state["rng"]
+        self.events = [list(e) for e in state["events"]]
+        self.diverged = set(state["diverged"])
+        self.eval_fitness = state["eval_fitness"]
+        self.seconds = state["seconds"]
+        self.apply(trainer, list(range(self.agents)))
+        self.write(trainer.out_dir)  # without the rows an interrupted session wrote after its checkpoint
+
+
+@torch.no_grad()
+def copy_agent(net: torch.nn.Module, src: int, dst: int, agents: int) -> None:
+    """Agent dst's slice of every stacked parameter and buffer (a leading agent axis) := agent src's."""
+    for name, t in chain(net.named_parameters(), net.named_buffers()):
+        if name != "support" and t.dim() > 0 and t.shape[0] == agents:
+            t[dst] = t[src]
+
+
+@torch.no_grad()
+def copy_optimizer_state(optimizer: torch.optim.Optimizer, src: int, dst: int, agents: int) -> None:
+    """Agent dst's optimizer state := agent src's: in per-agent param groups (rlrun.training.agents.agent_param_groups:
+    views of the stacked tensors) the state of dst's views, in one group over the stacked tensors their slices."""
+    views: dict[tuple[int, int], tuple[torch.Tensor, int]] = {}  # (stacked tensor, agent) -> (view, row in it)
+    for group in optimizer.param_groups:
+        if "parts" not in group:
+            for p in group["params"]:
+                for v in optimizer.state.get(p, {}).values():
+                    if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == agents:
+                        v[dst] = v[src]
+            continue
+        for view, (i, first, end) in zip(group["params"], group["parts"]):
+            for k in range(first, end):
+                views[(i, k)] = (view, k - first)
+    for (i, k), (view, row) in views.items():
+        if k != dst:
+            continue
+        source, source_row = views[(i, src)]
+        to, frm = optimizer.state.get(view), optimizer.state.get(source)
+        if not to or not frm:
+            continue
+        for key, value in to.items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0:
+                value[row] = frm[key][source_row]
+            elif isinstance(value, torch.Tensor):
+                value.copy_(frm[key])

@@ -1,0 +1,59 @@
+"""Population-based training in real CartPole runs: pbt.csv and the TensorBoard values follow the rounds, the
+run names its best agent, and a checkpointed run resumes exactly (PBT's state and random stream included)."""
+
+import csv
+import json
+
+import torch
+
+from rlrun.run import train
+
+PBT_RUN = ("seeds=4", "+pbt=truncation", "pbt.interval=800", "pbt.fitness=train", "eval.interval=0",
+           "algo.learning_starts=320", "algo.lr_end_factor=1.0", "logger=[csv]", "log.plot=false",
+           "log.interval=800")  # fmt: skip
+
+
+def rows(run):
+    with open(run / "pbt.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_pbt_run_records_its_rounds(compose, tmp_path, caplog):
+    caplog.set_level("INFO")
+    summary = train(compose(*PBT_RUN, "total_steps=3200"), tmp_path)
+    events = rows(tmp_path)
+    first, copies = events[:4], events[4:]
+    assert [r["env_step"] for r in first] == ["0"] * 4 and [r["agent"] for r in first] == [
+        f"seed={s}" for s in range(4)
+    ]
+    assert [int(r["env_step"]) for r in copies] == [800, 1600, 2400]  # one of 4 agents per round; none at the end
+    for r in copies:
+        assert r["agent"] != r["copied_from"] and float(r["fitness"]) <= float(r["source_fitness"])
+    assert all(1e-4 <= float(r["optimizer.lr"]) <= 1e-2 for r in events)
+    # each agent's lr over time in its own scalars (pbt/optimizer.lr), the last as pbt.csv leaves it
+    for k in range(4):
+        with open(tmp_path / f"seed={k}" / "scalars.csv") as f:
+            lrs = [float(r["value"]) for r in csv.DictReader(f) if r["tag"] == "pbt/optimizer.lr"]
+        mine = [float(r["optimizer.lr"]) for r in events if r["agent"] == f"seed={k}"]
+        assert lrs[0] == mine[0] and lrs[-1] == mine[-1]
+    assert "PBT best agent seed=" in caplog.text and "its schedule: 0: optimizer.lr" in caplog.text
+    assert all(0 < a["pbt_seconds"] < a["wall_time_s"] / 100 for a in summary["agents"].values())
+
+
+def test_a_pbt_run_resumes_exactly(compose, tmp_path):
+    from rlrun.resume import load_checkpoint
+
+    straight, parts = tmp_path / "straight", tmp_path / "parts"
+    train(compose(*PBT_RUN, "total_steps=3200"), straight)
+    train(compose(*PBT_RUN, "total_steps=1760"), parts)
+    saved, state = load_checkpoint(parts)
+    saved.total_steps = 3200
+    train(saved, parts, state)
+    assert (parts / "pbt.csv").read_text() == (straight / "pbt.csv").read_text()
+    for k in range(4):
+        a, b = (torch.load(d / f"seed={k}" / "model.pt", weights_only=True) for d in (straight, parts))
+        assert all(torch.equal(a[n], b[n]) for n in a), k
+        assert (straight / f"seed={k}" / "episodes.csv").read_text() == (
+            parts / f"seed={k}" / "episodes.csv"
+        ).read_text()
+    assert json.loads((parts / "summary.json").read_text())["env_steps_per_agent"] == 3200
