@@ -51,6 +51,10 @@ class PBT:
         self.events: list[list[Any]] = []  # pbt.csv's rows
         self.diverged: set[int] = set()
         self.eval_fitness: list[float] | None = None  # the last greedy evaluation's mean return per agent
+        # Training fitness counts only episodes an agent finished since it last copied (its logger's
+        # `episode` then); before its first such episode it has the fitness of the agent it copied.
+        self.copied_at_episode = [0] * self.agents
+        self.inherited: list[float | None] = [None] * self.agents
         self.seconds = 0.0  # wall time of the rounds (ranking, copies, perturbations, pbt.csv)
 
     # --- values ------------------------------------------------------------------------------------------
@@ -91,8 +95,13 @@ class PBT:
         if use_eval and self.eval_fitness is not None:
             found: list[float | None] = list(self.eval_fitness)
         else:
-            found = [lg.mean_return for lg in population.loggers]
+            found = [self.training_fitness(k, lg) for k, lg in enumerate(population.loggers)]
         return [-math.inf if k in self.diverged or f is None else float(f) for k, f in enumerate(found)]
+
+    def training_fitness(self, k: int, logger: Any) -> float | None:
+        """The mean return of agent k's last 100 training episodes, counting only those since it last copied."""
+        since = min(logger.episode - self.copied_at_episode[k], len(logger.window))
+        return float(np.mean(list(logger.window)[-since:])) if since > 0 else self.inherited[k]
 
     def start(self, trainer: Any) -> None:
         """A new run: each agent's first values (drawn from the space, or the config's), rows at step 0."""
@@ -120,6 +129,9 @@ class PBT:
         for dst in bottom:
             src = top[int(self.rng.integers(n))]
             self.copy(trainer, src, dst)
+            self.copied_at_episode[dst], self.inherited[dst] = trainer.population.loggers[dst].episode, fit[src]
+            if self.eval_fitness is not None:  # until its next evaluation, its source's
+                self.eval_fitness[dst] = self.eval_fitness[src]
             for key in self.space:
                 self.values[key][dst] = self.explore(key, self.values[key][src])
             self.events.append(
@@ -205,6 +217,8 @@ class PBT:
             "diverged": sorted(self.diverged),
             "eval_fitness": self.eval_fitness,
             "seconds": self.seconds,
+            "copied_at_episode": list(self.copied_at_episode),
+            "inherited": list(self.inherited),
         }
 
     def load_state_dict(self, state: dict[str, Any], trainer: Any) -> None:
@@ -214,6 +228,7 @@ class PBT:
         self.diverged = set(state["diverged"])
         self.eval_fitness = state["eval_fitness"]
         self.seconds = state["seconds"]
+        self.copied_at_episode, self.inherited = list(state["copied_at_episode"]), list(state["inherited"])
         self.apply(trainer, list(range(self.agents)))
         self.write(trainer.out_dir)  # without the rows an interrupted session wrote after its checkpoint
 

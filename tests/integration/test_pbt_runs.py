@@ -4,6 +4,7 @@ run names its best agent, and a checkpointed run resumes exactly (PBT's state an
 import csv
 import json
 
+import pytest
 import torch
 
 from rlrun.run import train
@@ -57,3 +58,20 @@ def test_a_pbt_run_resumes_exactly(compose, tmp_path):
             parts / f"seed={k}" / "episodes.csv"
         ).read_text()
     assert json.loads((parts / "summary.json").read_text())["env_steps_per_agent"] == 3200
+
+
+@pytest.mark.slow  # a sweep of two populations with its report: about a minute
+def test_a_batched_sweep_runs_several_populations(tmp_path):
+    import subprocess
+    import sys
+
+    args = ["-m", "hydra/launcher=batched", "seeds=4", "+pbt=truncation", "seed=0,4", "total_steps=1600",
+            "pbt.interval=400", "algo.learning_starts=320", "eval.interval=0", "log.plot=false",
+            f"hydra.sweep.dir={tmp_path}"]  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "rlrun.train", *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for first in (0, 4):
+        events = rows(tmp_path / f"seed={first}")
+        assert [r["agent"] for r in events[:4]] == [f"seed={s}" for s in range(first, first + 4)]
+        assert [int(r["env_step"]) for r in events[4:]] == [400, 800, 1200]
+    assert "8 jobs (8 finished)" in (tmp_path / "report.md").read_text()

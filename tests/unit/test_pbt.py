@@ -118,3 +118,16 @@ def test_the_rules_accept_the_preset_and_refuse_eval_fitness_without_evaluations
     check(SETTINGS, 4, "dqn", batchable, evaluates=False, cuda_graphs=False)
     with pytest.raises(ConfigError, match="eval.interval"):
         check({**SETTINGS, "fitness": "eval"}, 4, "dqn", batchable, evaluates=False, cuda_graphs=False)
+
+
+def test_training_fitness_counts_only_episodes_since_the_copy():
+    from collections import deque
+    from types import SimpleNamespace
+
+    pbt = PBT({**SETTINGS, "fitness": "train"}, 0, {"optimizer.lr": [1e-3] * K, "algo.tau": [0.05] * K}, ["a"] * K)
+    logger = SimpleNamespace(episode=10, window=deque([10.0] * 8 + [100.0, 200.0], maxlen=100))
+    assert pbt.training_fitness(0, logger) == 38.0  # all 10 episodes
+    pbt.copied_at_episode[0], pbt.inherited[0] = 8, 480.0
+    assert pbt.training_fitness(0, logger) == 150.0  # the two since the copy
+    pbt.copied_at_episode[0] = 10
+    assert pbt.training_fitness(0, logger) == 480.0  # none since: the fitness of the agent it copied
