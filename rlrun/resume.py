@@ -8,9 +8,9 @@ The run's config comes from its checkpoint, checked (`rlrun.config.saved`: no in
 id unless the command line repeats it) and rebuilt on rlrun's own schemas (`rlrun.config.saved.from_saved`):
 nothing read from the run directory chooses which code runs, and its `logger.*` options never choose where
 data goes (they come from this command line, or the run logs into its own directory). Overrides may
-change only what does not change the experiment (`RESUME_SAFE`). The directory is owned by this process
-for the run (a second resume of it is refused and changes nothing), and a new `.hydra/resume_<time>/`
-records the command.
+change only what does not change the experiment (`rlrun.config.saved.RESUME_SAFE`). The directory is owned
+by this process for the run (a second resume of it is refused and changes nothing), and a new
+`.hydra/resume_<time>/` records the command.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ command line may (the user chose it then), is refused here, for configs read fro
 
 And on resume the saved `logger.*` options (MLflow's tracking URI, W&B's mode, project, entity) never
 choose where data goes: the run keeps its backends, with the options the resume command line gives.
+
+The configs made from a saved one live here too, so that the entry points only pass them on: a resumed
+run's (`resumed`: the saved config with the command line's safe overrides, `RESUME_SAFE`) and a played
+run's (`playing_config`: no logging backend; for videos an env id that renders frames).
 """
 
 from __future__ import annotations
