@@ -41,15 +41,28 @@ def test_a_pbt_run_records_its_rounds(compose, tmp_path, caplog):
     assert all(a["pbt_seconds"] > 0 for a in summary["agents"].values())  # its share: scripts/pbt_bench.py
 
 
-def test_a_pbt_run_resumes_exactly(compose, tmp_path):
-    from rlrun.resume import load_checkpoint
+def test_sigterm_then_resume_equals_an_uninterrupted_pbt_run(compose, tmp_path):
+    """PBT's state (values, random stream, events, fitness bookkeeping) goes into the checkpoint that SIGTERM
+    writes; the resumed run makes the same copies and ends with the same agents as an uninterrupted one."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from test_reliability import in_process
 
     straight, parts = tmp_path / "straight", tmp_path / "parts"
-    train(compose(*PBT_RUN, "total_steps=3200"), straight)
-    train(compose(*PBT_RUN, "total_steps=1760"), parts)
-    saved, state = load_checkpoint(parts)
-    saved.total_steps = 3200
-    train(saved, parts, state)
+    args = [*PBT_RUN, "total_steps=6400", "checkpoint.every=800"]
+    train(compose(*args), straight)
+    cmd = [sys.executable, "-m", "rlrun.train", *args, f"hydra.run.dir={parts}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not (parts / "checkpoint.pt").exists():
+        assert proc.poll() is None and time.sleep(0.05) is None
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 75, err[-2000:]
+    assert torch.load(parts / "checkpoint.pt", weights_only=True)["step"] < 6400
+    in_process("rlrun.resume", parts, rc=0)
     assert (parts / "pbt.csv").read_text() == (straight / "pbt.csv").read_text()
     for k in range(4):
         a, b = (torch.load(d / f"seed={k}" / "model.pt", weights_only=True) for d in (straight, parts))
@@ -57,7 +70,7 @@ def test_a_pbt_run_resumes_exactly(compose, tmp_path):
         assert (straight / f"seed={k}" / "episodes.csv").read_text() == (
             parts / f"seed={k}" / "episodes.csv"
         ).read_text()
-    assert json.loads((parts / "summary.json").read_text())["env_steps_per_agent"] == 3200
+    assert json.loads((parts / "summary.json").read_text())["env_steps_per_agent"] == 6400
 
 
 @pytest.mark.slow  # a sweep of two populations with its report: about a minute
