@@ -50,12 +50,6 @@ def _walk(node: Mapping, schema: type, prefix: str) -> None:
             raise UnknownKeyError(path, value, sorted(k for k in fields if not k.startswith("_")))
         if not prefix and key == "agents":  # per-agent mappings: rlrun.training.agents.check reads them
             continue
-        if typing.get_origin(hints[key]) is dict and isinstance(value, Mapping):  # name -> schema (pbt.space.*)
-            for name, item in value.items():
-                if not isinstance(item, Mapping):
-                    raise ConfigError(f"{path}.{name}", item, "a mapping of its fields")
-                _walk(item, typing.get_args(hints[key])[1], f"{path}.{name}.")
-            continue
         sub = (
             GROUP_TARGETS[key][value["_target_"]] if not prefix and key in GROUP_TARGETS else _dataclass_in(hints[key])
         )

@@ -176,8 +176,7 @@ def values(cfg: DictConfig, key: str) -> Any:
     for part in key.split("."):
         node = node[part]
     if explored(cfg, key):
-        found = [entry.get(key, node) for entry in entries(cfg)]
-        return found
+        return [entry.get(key, node) for entry in entries(cfg)]
     if not cfg.get("agents"):
         return node
     # What `per_agent(agent_configs(cfg), key)` gives, without composing every agent's whole config (the

@@ -209,6 +209,7 @@ class Trainer:
         update_every, phase_updates, batch_size = s.update_every, s.phase_updates, s.batch_size
         log_interval, eval_interval, ckpt_every = s.log_interval, s.eval_interval, s.checkpoint_every
         rollout = buffer if s.rollout else None
+        pbt, pbt_interval = self.pbt, self.pbt.interval if self.pbt is not None else 0
 
         def crossed(interval: int) -> bool:
             return interval > 0 and step // interval > (step - num_envs) // interval
@@ -264,8 +265,8 @@ class Trainer:
 
                 if crossed(eval_interval) or (eval_interval and step >= total_steps):
                     self.evaluate(step)
-                if self.pbt is not None and crossed(self.pbt.interval) and step < total_steps:
-                    self.pbt.round(self, step)
+                if pbt is not None and crossed(pbt_interval) and step < total_steps:
+                    pbt.round(self, step)
 
                 self.step, self.iteration, self.obs = step, iteration, obs
                 if crossed(ckpt_every):
