@@ -10,7 +10,8 @@
     # and rlrun at the paper's settings, alternated on one pinned core: trained frames per second
     taskset -c 0 python scripts/minatar_bench.py speed --reference MinAtar/examples/dqn.py --frames 100000
 
-Settings: `paper` is +experiment=minatar_paper; `preset` is env=minatar (rlrun's own); anything else is
+Settings: `paper` is +experiment=minatar_paper; `preset` is env=minatar (rlrun's own); `pqn` is
++experiment=pqn_minatar (128 envs, 10M frames by default in the paper); anything else is
 taken as extra overrides after env=minatar (e.g. --setting "network.num_quantiles=32 algo.loss=quantile_huber").
 """
 
@@ -41,6 +42,7 @@ PAPER_DQN = {
     "SpaceInvaders": {1_000_000: 30.0, 2_000_000: 40.0, 5_000_000: 43.0},
 }
 RANDOM_FRAMES = 5_000  # the paper's random play before learning
+BUDGETS = (500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000)  # the table's columns
 
 
 def setting_overrides(setting: str) -> list[str]:
@@ -48,11 +50,13 @@ def setting_overrides(setting: str) -> list[str]:
         return ["+experiment=minatar_paper"]
     if setting == "preset":
         return ["env=minatar"]
+    if setting == "pqn":
+        return ["+experiment=pqn_minatar"]
     return ["env=minatar", *setting.split()]
 
 
 def label_of(setting: str) -> str:
-    return setting if setting in ("paper", "preset") else re.sub(r"[^A-Za-z0-9_.=-]+", "_", setting)
+    return setting if setting in ("paper", "preset", "pqn") else re.sub(r"[^A-Za-z0-9_.=-]+", "_", setting)
 
 
 # --- learning runs -------------------------------------------------------------------------------------------
@@ -142,10 +146,10 @@ def plot(args) -> None:
             colour = colours.setdefault(label, f"C{len(colours)}")
             steps, means = moving_means(episodes)
             ax.plot(steps, means, color=colour, lw=0.9, alpha=0.8, label=label)
-            budgets = [b for b in (500_000, 1_000_000, 2_000_000, 5_000_000) if steps and steps[-1] >= b * 0.99]
+            budgets = [b for b in BUDGETS if steps and steps[-1] >= b * 0.99]
             rows.append(
                 [label, game, seed, f"{steps[-1]:,}" if steps else "0"]
-                + [_fmt(value_at(steps, means, b)) for b in (500_000, 1_000_000, 2_000_000, 5_000_000)]
+                + [_fmt(value_at(steps, means, b)) for b in BUDGETS]
                 + [_fmt(means[-1] if means else None), str(len(budgets))]
             )
         paper = PAPER_DQN[game]
@@ -161,7 +165,19 @@ def plot(args) -> None:
     fig.savefig(out, dpi=110)
     report(
         "MinAtar: 100-episode mean of training returns",
-        ["setting", "game", "seed", "frames", "at 500k", "at 1M", "at 2M", "at 5M", "last", "budgets reached"],
+        [
+            "setting",
+            "game",
+            "seed",
+            "frames",
+            "at 500k",
+            "at 1M",
+            "at 2M",
+            "at 5M",
+            "at 10M",
+            "last",
+            "budgets reached",
+        ],
         rows,
         notes=[
             "paper DQN (read off the repository's figure): "
@@ -236,7 +252,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("learn", help="batched learning runs, one per (setting, game)")
-    p.add_argument("--setting", default="preset", help="paper | preset | extra overrides after env=minatar")
+    p.add_argument("--setting", default="preset", help="paper | preset | pqn | extra overrides after env=minatar")
     p.add_argument("--games", nargs="+", default=["all"], help=f"all, or some of {' '.join(GAMES)}")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=0)

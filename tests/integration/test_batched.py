@@ -32,6 +32,7 @@ from rlrun.replay import (
     StackedPrioritizedReplayBuffer,
     StackedReplayBuffer,
 )
+from rlrun.run import train
 
 K = 3
 
@@ -244,12 +245,14 @@ SLOW = pytest.mark.slow
         pytest.param(PIXELS, id="atari-frames", marks=SLOW),
     ],
 )
-def test_each_agent_of_a_batched_run_is_its_single_seed_run(tmp_path, variant):
+def test_each_agent_of_a_batched_run_is_its_single_seed_run(compose, tmp_path, variant):
+    # In this process, as the runs of the next test (a subprocess costs seconds of imports; the CLI's own
+    # path to a batched run: test_batched_multirun_reports_agents_as_seeds)
     batched = tmp_path / "batched"
-    run_cli(*SHORT, *variant, "seed=5", "seeds=2", f"hydra.run.dir={batched}")
+    train(compose(*SHORT, *variant, "seed=5", "seeds=2"), batched)
     for seed in (5, 6):
         single = tmp_path / f"single{seed}"
-        run_cli(*SHORT, *variant, f"seed={seed}", f"hydra.run.dir={single}")
+        train(compose(*SHORT, *variant, f"seed={seed}"), single)
         agent = batched / f"seed={seed}"
         # Step for step: the same episodes (so the same actions), the same evaluation returns.
         assert (agent / "episodes.csv").read_text() == (single / "episodes.csv").read_text()
@@ -308,7 +311,7 @@ LR_AGENTS = "agents=[{seed:0,optimizer.lr:1e-3},{seed:1,optimizer.lr:1e-3},{seed
         (LR_AGENTS, ["optimizer.lr=0.001/seed=0", "optimizer.lr=0.001/seed=1", "optimizer.lr=0.003/seed=2"]),
     ],
 )
-def test_resumed_batched_run_equals_an_uninterrupted_one(tmp_path, agents, dirs):
+def test_resumed_batched_run_equals_an_uninterrupted_one(compose, tmp_path, agents, dirs):
     # Schedules that do not depend on total_steps, so that extending a finished run is an interruption.
     args = [
         agents,
@@ -323,8 +326,8 @@ def test_resumed_batched_run_equals_an_uninterrupted_one(tmp_path, agents, dirs)
         "buffer.beta_anneal_steps=1600",
     ]
     straight, parts = tmp_path / "straight", tmp_path / "parts"
-    run_cli(*args, "total_steps=1600", f"hydra.run.dir={straight}")
-    run_cli(*args, "total_steps=900", f"hydra.run.dir={parts}")
+    train(compose(*args, "total_steps=1600"), straight)
+    train(compose(*args, "total_steps=900"), parts)
     in_process("rlrun.train", f"resume={parts}", "total_steps=1600", rc=0)
     for agent in dirs:
         a, b = straight / agent, parts / agent

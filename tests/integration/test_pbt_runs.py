@@ -52,7 +52,7 @@ def test_sigterm_then_resume_equals_an_uninterrupted_pbt_run(compose, tmp_path):
     from test_reliability import in_process
 
     straight, parts = tmp_path / "straight", tmp_path / "parts"
-    args = [*PBT_RUN, "total_steps=6400", "checkpoint.every=800"]
+    args = [*PBT_RUN, "total_steps=3200", "checkpoint.every=800"]
     train(compose(*args), straight)
     cmd = [sys.executable, "-m", "rlrun.train", *args, f"hydra.run.dir={parts}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -61,7 +61,7 @@ def test_sigterm_then_resume_equals_an_uninterrupted_pbt_run(compose, tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 75, err[-2000:]
-    assert torch.load(parts / "checkpoint.pt", weights_only=True)["step"] < 6400
+    assert torch.load(parts / "checkpoint.pt", weights_only=True)["step"] < 3200
     in_process("rlrun.resume", parts, rc=0)
     assert (parts / "pbt.csv").read_text() == (straight / "pbt.csv").read_text()
     for k in range(4):
@@ -70,7 +70,7 @@ def test_sigterm_then_resume_equals_an_uninterrupted_pbt_run(compose, tmp_path):
         assert (straight / f"seed={k}" / "episodes.csv").read_text() == (
             parts / f"seed={k}" / "episodes.csv"
         ).read_text()
-    assert json.loads((parts / "summary.json").read_text())["env_steps_per_agent"] == 6400
+    assert json.loads((parts / "summary.json").read_text())["env_steps_per_agent"] == 3200
 
 
 @pytest.mark.slow  # a sweep of two populations with its report: about a minute

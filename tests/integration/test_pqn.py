@@ -124,7 +124,9 @@ def test_rollout_restarts_when_full_and_round_trips_through_its_state():
 # --- config ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("overrides", [["algo=pqn"], ["+experiment=pqn_cartpole"], ["+experiment=pqn_atari"]])
+@pytest.mark.parametrize(
+    "overrides", [["algo=pqn"], ["+experiment=pqn_cartpole"], ["+experiment=pqn_atari"], ["+experiment=pqn_minatar"]]
+)
 def test_pqn_options_compose_validate_and_survive_a_save(compose, overrides):
     cfg = compose(*overrides)
     validate(cfg)

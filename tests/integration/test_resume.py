@@ -94,9 +94,11 @@ def test_sigkill_then_resume_reaches_the_end_with_one_value_per_step(tmp_path):
     assert episode_numbers == list(range(1, len(rows) + 1))  # no episode lost or doubled
 
 
-def test_sigterm_saves_and_resume_equals_an_uninterrupted_run(tmp_path):
+def test_sigterm_saves_and_resume_equals_an_uninterrupted_run(compose, tmp_path):
+    """The uninterrupted run in this process, the interrupted one in a subprocess, its resume in this
+    process again: the values also agree across processes."""
     whole, parts = tmp_path / "whole", tmp_path / "parts"
-    finish(start(whole, "total_steps=4000"))
+    train_in_process(compose, whole, "total_steps=4000")
 
     proc = start(parts, "total_steps=4000")
     wait_for(parts / ckpt.LATEST, proc)
