@@ -39,7 +39,7 @@ from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, next to this script
 
-from benchlib.common import report  # noqa: E402
+from benchlib.common import report, same_config  # noqa: E402
 from benchlib.paired import Comparison, compare, quantile_step, rate_interval  # noqa: E402
 
 PRESETS = {
@@ -92,7 +92,7 @@ def run_process(name: str, first: int, seeds: int, out: Path) -> tuple[dict, flo
         # The composed configs, not the overrides, must match: a preset's files may have changed since.
         cmd = [sys.executable, "-m", "rlrun.train", *overrides, "--cfg", "job"]
         now = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        if yaml.safe_load(saved.read_text()) != yaml.safe_load(now):
+        if not same_config(yaml.safe_load(saved.read_text()), yaml.safe_load(now)):
             raise SystemExit(f"{out} holds a run of another config than {name}'s: choose another --keep folder")
         summary = json.loads((out / "summary.json").read_text())
         print(f"{name}: reusing the run in {out}", file=sys.stderr, flush=True)

@@ -84,6 +84,18 @@ def train_run(
     return run
 
 
+def same_config(saved: dict, composed: dict) -> bool:
+    """Whether a kept run's saved config (its .hydra/config.yaml) is the config composed today. The saved one
+    is first read onto today's schemas (rlrun.config.saved.from_saved), so that a key added since, at its
+    default, is not a change; any value that differs is."""
+    from omegaconf import OmegaConf
+
+    import rlrun.train  # noqa: F401  registers the schemas
+    from rlrun.config.saved import from_saved
+
+    return OmegaConf.to_container(from_saved(saved), resolve=True) == composed
+
+
 def alternate(contestants: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[Any]]:
     """Each contestant (a Run or a number) once per round, the order reversed every other round; progress
     goes to stderr."""

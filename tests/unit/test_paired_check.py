@@ -55,3 +55,17 @@ def test_compare_counts_the_discordant_seeds_and_decides():
     assert lose.outcome == "incumbent" and lose.decision == "inc stays"
     with pytest.raises(ValueError, match="no seed"):
         compare("inc", "cand", {1: 1}, {2: 2})
+
+
+def test_a_kept_run_is_reused_across_a_new_schema_key_but_not_a_changed_value(compose):
+    """preset_seeds reuses a kept run only when its saved config is the variant's composed one. A run saved
+    before a key existed (here `pbt`, added with PBT) has the same config; one with another lr does not."""
+    from benchlib.common import same_config
+    from omegaconf import OmegaConf
+
+    composed = OmegaConf.to_container(compose("network=qrdqn", "seeds=20"), resolve=True)
+    older = {k: v for k, v in composed.items() if k != "pbt"}
+    assert same_config(older, composed)
+    assert older != composed  # what the check compared before: the run was refused as another config's
+    changed = {**older, "optimizer": {**older["optimizer"], "lr": 1e-3}}
+    assert not same_config(changed, composed)
