@@ -10,9 +10,9 @@
     # and rlrun at the paper's settings, alternated on one pinned core: trained frames per second
     taskset -c 0 python scripts/minatar_bench.py speed --reference MinAtar/examples/dqn.py --frames 100000
 
-Settings: `paper` is +experiment=minatar_paper; `preset` is env=minatar (rlrun's own); `pqn` is
-+experiment=pqn_minatar (128 envs, 10M frames by default in the paper); anything else is
-taken as extra overrides after env=minatar (e.g. --setting "network.num_quantiles=32 algo.loss=quantile_huber").
+Settings (SETTINGS below): `paper` is +experiment=minatar_paper; `preset` is env=minatar (rlrun's own); `pqn`
+is +experiment=pqn_minatar (made for 10M frames), `pqn_1m` the same scaled to 1M; anything else is taken
+as extra overrides after env=minatar (e.g. --setting "network.num_quantiles=32 algo.loss=quantile_huber").
 """
 
 from __future__ import annotations
@@ -45,18 +45,23 @@ RANDOM_FRAMES = 5_000  # the paper's random play before learning
 BUDGETS = (500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000)  # the table's columns
 
 
+# Named settings; anything else is taken as extra overrides after env=minatar.
+SETTINGS = {
+    "paper": ["+experiment=minatar_paper"],  # the paper's DQN
+    "preset": ["env=minatar"],  # rlrun's DQN preset
+    "pqn": ["+experiment=pqn_minatar"],  # purejaxql's PQN, made for 10M frames
+    # the same recipe scaled to a 1M-frame budget, as purejaxql scales it: epsilon's decay over the first
+    # 10% of the frames, the lr's linear decay over all of them (total_steps)
+    "pqn_1m": ["+experiment=pqn_minatar", "exploration.duration=100000"],
+}
+
+
 def setting_overrides(setting: str) -> list[str]:
-    if setting == "paper":
-        return ["+experiment=minatar_paper"]
-    if setting == "preset":
-        return ["env=minatar"]
-    if setting == "pqn":
-        return ["+experiment=pqn_minatar"]
-    return ["env=minatar", *setting.split()]
+    return SETTINGS.get(setting, ["env=minatar", *setting.split()])
 
 
 def label_of(setting: str) -> str:
-    return setting if setting in ("paper", "preset", "pqn") else re.sub(r"[^A-Za-z0-9_.=-]+", "_", setting)
+    return setting if setting in SETTINGS else re.sub(r"[^A-Za-z0-9_.=-]+", "_", setting)
 
 
 # --- learning runs -------------------------------------------------------------------------------------------
@@ -252,7 +257,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("learn", help="batched learning runs, one per (setting, game)")
-    p.add_argument("--setting", default="preset", help="paper | preset | pqn | extra overrides after env=minatar")
+    p.add_argument("--setting", default="preset", help=f"{' | '.join(SETTINGS)} | extra overrides after env=minatar")
     p.add_argument("--games", nargs="+", default=["all"], help=f"all, or some of {' '.join(GAMES)}")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=0)
