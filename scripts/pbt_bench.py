@@ -2,14 +2,18 @@
 compute: each contestant is one batched run of K agents with the same env-step budget per agent.
 
     taskset -c 1 python scripts/pbt_bench.py --agents 16 --repeats 3 --root runs/pbt_bench
-    taskset -c 1 python scripts/pbt_bench.py --env-overrides env=minatar env.id=MinAtar/Breakout-v0 \
-        --budget 500000 --pbt-overrides pbt.interval=50000 --low 3e-5 --high 3e-3 --agents 16 --repeats 1
+    # MinAtar Breakout with PQN's recipe at 1M frames; "solved": the paper DQN's 5M-frame value (10)
+    taskset -c 0 python scripts/pbt_bench.py --agents 16 --repeats 3 --budget 1000000 --low 1e-4 --high 3e-3 \
+        --env-overrides +experiment=pqn_minatar env.id=MinAtar/Breakout-v0 exploration.duration=100000 \
+        eval.interval=100000 checkpoint.every=100000 env.reward_threshold=10 --pbt-overrides pbt.interval=100000 \
+        --root runs/pbt_minatar
 
 Contestants (the seeds of repetition r are first + K * r ... first + K * r + K - 1, fresh for each):
 - preset: `seeds=K`, the env's preset as it is;
 - search: an `agents` list of K learning rates spaced evenly in log between --low and --high (the space PBT explores);
 - pbt: `seeds=K +pbt=truncation` with `pbt.space.optimizer.lr` over the same range.
-The order of the contestants rotates between repetitions. A finished run under --root is reused.
+The order of the contestants rotates between repetitions. A finished run under --root is reused, one that
+was stopped resumes.
 Printed: per contestant and repetition, the best agent (by its final 100-episode training mean) with its
 final mean and last greedy evaluation, the agents that reached the env's threshold and the earliest step
 one did, the wall time, and PBT's own time (ranking, copies, perturbations) as a share of it.
@@ -42,8 +46,12 @@ def contestants(args: argparse.Namespace, first: int) -> dict[str, list[str]]:
 
 
 def run(overrides: list[str], out: Path) -> dict:
+    """The contestant's run in `out`: reused once finished, resumed where an earlier bench stopped it."""
     if not (out / "summary.json").exists():
-        cmd = [sys.executable, "-m", "rlrun.train", *overrides, f"hydra.run.dir={out}"]
+        if (out / "checkpoint.pt").exists():
+            cmd = [sys.executable, "-m", "rlrun.resume", str(out)]
+        else:
+            cmd = [sys.executable, "-m", "rlrun.train", *overrides, f"hydra.run.dir={out}"]
         print("$", " ".join(cmd), file=sys.stderr, flush=True)
         subprocess.run(cmd, check=True, capture_output=True)
     return json.loads((out / "summary.json").read_text())
