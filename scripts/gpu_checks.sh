@@ -16,6 +16,8 @@
 #                  +experiment=atari_fast device=cuda)
 #   pqn.txt        +experiment=pqn_atari on Pong for a short slot: env steps/s
 #   agents.txt     seeds=256 on CartPole in one process vs one agent, 20k env steps each (bench.py seeds)
+#   minatar.txt    MinAtar Breakout at the paper's DQN settings, seeds=64 on the GPU (the CPU figures:
+#                  docs/results/minatar.md): agent env steps/s from the progress lines (x64 for frames/s)
 # Usage: OUT=/tmp/gpu bash scripts/gpu_checks.sh [dir of wheels to install first, for an offline machine]
 set -u
 OUT=${OUT:-outputs/gpu_checks}
@@ -44,10 +46,10 @@ run pytest 80 $PY -m pytest -q -x -p no:cacheprovider tests/integration/test_gra
 run update 60 $PY scripts/bench.py switches --device cuda
 run cartpole 40 $PY scripts/bench.py updates --device cuda
 run cartpole 40 $PY scripts/bench.py updates --device cuda --overrides device.cuda_graphs=true
-run cartpole 30 $PY scripts/bench.py updates --device cpu
-run atari 90 $PY scripts/bench.py atari --device cuda --envs 8 --reps 1 --steps 500 --loop-steps 8000
+run cartpole 20 $PY scripts/bench.py updates --device cpu
+run atari 70 $PY scripts/bench.py atari --device cuda --envs 8 --reps 1 --steps 500 --loop-steps 8000
 # The fast preset on Pong for a fixed slot: its env steps/s and the 100-episode mean of raw scores so far.
-run pong 110 $PY -m rlrun.train +experiment=atari_fast device=cuda $COMMON log.interval=20000 \
+run pong 100 $PY -m rlrun.train +experiment=atari_fast device=cuda $COMMON log.interval=20000 \
   hydra.run.dir=outputs/gpu_pong_fast
 $PY - >> "$OUT/pong.txt" 2>&1 <<'EOF'
 import csv, pathlib
@@ -62,4 +64,6 @@ tail -n 1 "$OUT/pong.txt"
 run pqn 35 $PY -m rlrun.train +experiment=pqn_atari device=cuda $COMMON log.interval=20000 \
   hydra.run.dir=outputs/gpu_pqn
 run agents 35 $PY scripts/bench.py seeds --seeds 256 --device cuda --steps 20000 --reps 1
+run minatar 40 $PY -m rlrun.train +experiment=minatar_paper env.id=MinAtar/Breakout-v0 device=cuda seeds=64 \
+  total_steps=40000 $COMMON log.interval=5000 hydra.run.dir=outputs/gpu_minatar
 stamp "all done"
