@@ -7,17 +7,19 @@
 #   pytest.txt     the CUDA tests: recorded updates and actor (tests/integration/test_graphs.py), AMP/compile
 #                  (tests/integration/test_acceleration.py), stacked agents on CUDA (test_batched.py)
 #   minatar.txt    MinAtar Breakout at the paper's DQN settings, seeds=64 on the GPU (the CPU figures:
-#                  docs/results/minatar.md), then PQN's MinAtar recipe (128 envs) on the GPU
+#                  docs/results/minatar.md), eager and with device.cuda_graphs, then PQN's MinAtar recipe
+#                  (128 envs) on the GPU
 #   pbt.txt        a PBT population (seeds=16 +pbt=truncation) on CartPole on the GPU: exploits happen there
 #   update.txt     us per gradient step, each switch on/off (scripts/bench.py switches)
 #   cartpole.txt   the default CartPole config, whole loop, 20k steps: device=cuda (plain, then with
 #                  device.cuda_graphs) vs device=cpu
-#   agents.txt     seeds=256 on CartPole in one process, 20k env steps each
+#   agents.txt     seeds=256 on CartPole in one process with device.cuda_graphs, 8k env steps each
 #   atari.txt      ALE/Pong, 8 envs: env alone and the whole loop (bench.py atari), then +experiment=pqn_atari
 #                  for a short slot
 #   runs.txt       env steps/s and wall time of every training run above (their summary.json)
 # Usage: OUT=/tmp/gpu bash scripts/gpu_checks.sh [dir of wheels to install first, for an offline machine]
 # A dry run of the same commands on the CPU, a few seconds each: DEVICE=cpu SCALE=0.2 bash scripts/gpu_checks.sh
+# Some checks only (a rerun): ONLY='minatar|atari' bash scripts/gpu_checks.sh
 set -u
 OUT=${OUT:-outputs/gpu_checks}
 DEVICE=${DEVICE:-cuda}
@@ -34,6 +36,7 @@ PY=python3
 T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 run() {  # run NAME SECONDS COMMAND...: output appended to $OUT/NAME.txt, and its tail to stdout
+  [[ "$1" =~ ^(${ONLY:-.*})$ ]] || return 0
   local name=$1 limit
   limit=$(python3 -c "print(max(5, round($2 * $SCALE)))")
   shift 2
@@ -49,8 +52,11 @@ COMMON="log.progress_bar=false log.progress_interval=0 checkpoint.every=0 eval.i
 run doctor 15 $PY -m rlrun.doctor
 run pytest 100 $PY -m pytest -q -p no:cacheprovider --timeout 45 tests/integration/test_graphs.py \
   tests/integration/test_acceleration.py tests/integration/test_batched.py -k "cuda or graph or stacked" -m "not slow"
-run minatar 40 $PY -m rlrun.train +experiment=minatar_paper env.id=MinAtar/Breakout-v0 device=$DEVICE seeds=64 \
-  total_steps=40000 $COMMON log.interval=5000 hydra.run.dir=$RUNS/minatar_paper_seeds64
+# past the 5,000 random frames, so that the progress lines' step/s include the updates; eager, then recorded
+run minatar 60 $PY -m rlrun.train +experiment=minatar_paper env.id=MinAtar/Breakout-v0 device=$DEVICE seeds=64 \
+  total_steps=12500 $COMMON log.interval=2500 hydra.run.dir=$RUNS/minatar_paper_seeds64
+run minatar 60 $PY -m rlrun.train +experiment=minatar_paper env.id=MinAtar/Breakout-v0 device=$DEVICE seeds=64 \
+  device.cuda_graphs=true total_steps=12500 $COMMON log.interval=2500 hydra.run.dir=$RUNS/minatar_paper_seeds64_graphs
 run minatar 35 $PY -m rlrun.train +experiment=pqn_minatar env.id=MinAtar/Breakout-v0 device=$DEVICE \
   total_steps=2000000 $COMMON log.interval=200000 hydra.run.dir=$RUNS/minatar_pqn
 run pbt 30 $PY -m rlrun.train seeds=16 +pbt=truncation pbt.interval=1000 device=$DEVICE total_steps=6000 \
@@ -61,7 +67,8 @@ CARTPOLE="total_steps=20000 $COMMON log.interval=5000"
 run cartpole 30 $PY -m rlrun.train device=$DEVICE $CARTPOLE hydra.run.dir=$RUNS/cartpole_$DEVICE
 run cartpole 30 $PY -m rlrun.train device=$DEVICE device.cuda_graphs=true $CARTPOLE hydra.run.dir=$RUNS/cartpole_graphs
 run cartpole 20 $PY -m rlrun.train device=cpu $CARTPOLE hydra.run.dir=$RUNS/cartpole_cpu
-run agents 40 $PY -m rlrun.train device=$DEVICE seeds=256 $CARTPOLE hydra.run.dir=$RUNS/cartpole_seeds256
+run agents 50 $PY -m rlrun.train device=$DEVICE seeds=256 device.cuda_graphs=true total_steps=8000 $COMMON \
+  log.interval=2000 hydra.run.dir=$RUNS/cartpole_seeds256_graphs
 run atari 50 $PY scripts/bench.py atari --device $DEVICE --envs 8 --reps 1 --steps 500 --loop-steps 8000
 run atari 25 $PY -m rlrun.train +experiment=pqn_atari device=$DEVICE $COMMON log.interval=20000 \
   hydra.run.dir=$RUNS/pqn_atari

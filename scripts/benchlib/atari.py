@@ -47,14 +47,18 @@ print(json.dumps({"wall": wall, "sps": envs * steps / wall, "cpu_sps": envs * st
 
 def env_alone(root: Path, envs: int, steps: int, atari: dict) -> Run:
     """ENV_ALONE with rlrun imported from the checkout at `root`."""
-    out = subprocess.run(
+    # PYTHONPATH keeps what it held (an offline machine's packages may live there), with `root` first
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run(
         [sys.executable, "-c", ENV_ALONE, str(envs), str(steps), json.dumps(atari)],
         cwd=root,
-        env={**os.environ, "PYTHONPATH": str(root)},
-        check=True,
+        env={**os.environ, "PYTHONPATH": path},
         capture_output=True,
         text=True,
-    ).stdout
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"bench atari: the env-alone timing failed:\n{proc.stderr[-2000:]}")
+    out = proc.stdout
     result = json.loads(out.strip().splitlines()[-1])
     return Run(result["wall"], 0.0, result)
 
