@@ -78,6 +78,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--agents", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument(
+        "--repeat-from", type=int, default=0, help="the first repetition to run: split the repetitions over processes"
+    )
     p.add_argument("--first", type=int, default=9000, help="the first seed (fresh seeds: not used for tuning)")
     p.add_argument("--budget", type=int, default=100_000, help="env steps per agent")
     p.add_argument("--low", type=float, default=1e-4)
@@ -87,7 +90,7 @@ def main() -> None:
     p.add_argument("--root", type=Path, default=Path("runs/pbt_bench"))
     args = p.parse_args()
     results: dict[str, list[dict]] = {}
-    for r in range(args.repeats):
+    for r in range(args.repeat_from, args.repeats):
         runs = list(contestants(args, args.first + args.agents * r).items())
         shift = r % len(runs)
         for name, overrides in runs[shift:] + runs[:shift]:
@@ -96,7 +99,7 @@ def main() -> None:
     print("| " + " | ".join([*header, "first solved at", "wall s", "PBT's share"]) + " |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, reps in results.items():
-        for r, f in enumerate(reps):
+        for r, f in enumerate(reps, start=args.repeat_from):
             first = "-" if f["first_solved"] is None else f"{f['first_solved']:,}"
             share = f"{100 * f['pbt_share']:.3f}%" if name == "pbt" else "-"
             cells = [name, r, f["best"], f"{f['best_mean']:.1f}", f["best_eval"], f"{f['solved']}/{args.agents}"]
