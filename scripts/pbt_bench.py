@@ -17,6 +17,8 @@ was stopped resumes.
 Printed: per contestant and repetition, the best agent (by its final 100-episode training mean) with its
 final mean and last greedy evaluation, the agents that reached the env's threshold and the earliest step
 one did, the wall time, and PBT's own time (ranking, copies, perturbations) as a share of it.
+--plot PNG draws each contestant's agents' 100-episode training means over env steps (median and range over
+the agents, one panel per repetition) from the runs under --root, running only those not finished.
 """
 
 from __future__ import annotations
@@ -74,6 +76,54 @@ def figures(summary: dict) -> dict:
     }
 
 
+def curves(run_dir: Path, grid: list[int]) -> list[list[float]]:
+    """Each agent's 100-episode training mean at the env steps of `grid` (nan before its first episode)."""
+    import csv
+
+    out = []
+    for path in sorted(run_dir.rglob("episodes.csv")):
+        rows = [(int(r["env_step"]), float(r["return"])) for r in csv.DictReader(path.open())]
+        steps, means, total = [], [], 0.0
+        for i, (step, ret) in enumerate(rows):
+            total += ret - (rows[i - 100][1] if i >= 100 else 0.0)
+            steps.append(step)
+            means.append(total / min(i + 1, 100))
+        agent, j = [], 0
+        for g in grid:
+            while j < len(steps) and steps[j] <= g:
+                j += 1
+            agent.append(means[j - 1] if j else float("nan"))
+        out.append(agent)
+    return out
+
+
+def plot(root: Path, repeats: range, budget: int, threshold: float | None, png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    grid = [round(budget * i / 100) for i in range(1, 101)]
+    fig, axes = plt.subplots(1, len(repeats), figsize=(5 * len(repeats), 3.6), sharey=True, squeeze=False)
+    for ax, r in zip(axes[0], repeats):
+        for name, color in (("preset", "tab:gray"), ("search", "tab:blue"), ("pbt", "tab:red")):
+            if not (root / f"{name}_rep{r}" / "summary.json").exists():
+                continue
+            values = np.array(curves(root / f"{name}_rep{r}", grid))
+            ax.plot(grid, np.nanmedian(values, axis=0), color=color, label=f"{name} (median)")
+            ax.fill_between(grid, np.nanmin(values, axis=0), np.nanmax(values, axis=0), color=color, alpha=0.15)
+        if threshold is not None:
+            ax.axhline(threshold, color="black", lw=0.8, ls=":")
+        ax.set_title(f"repetition {r}")
+        ax.set_xlabel("env steps per agent")
+    axes[0][0].set_ylabel("100-episode training mean (band: all agents)")
+    axes[0][0].legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    print(f"plot: {png}", file=sys.stderr)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--agents", type=int, default=16)
@@ -88,6 +138,8 @@ def main() -> None:
     p.add_argument("--env-overrides", nargs="*", default=[])
     p.add_argument("--pbt-overrides", nargs="*", default=[])
     p.add_argument("--root", type=Path, default=Path("runs/pbt_bench"))
+    p.add_argument("--plot", type=Path, default=None, help="draw the agents' curves into this PNG")
+    p.add_argument("--threshold", type=float, default=None, help="a dotted line at this return on the plot")
     args = p.parse_args()
     results: dict[str, list[dict]] = {}
     for r in range(args.repeat_from, args.repeats):
@@ -104,6 +156,8 @@ def main() -> None:
             share = f"{100 * f['pbt_share']:.3f}%" if name == "pbt" else "-"
             cells = [name, r, f["best"], f"{f['best_mean']:.1f}", f["best_eval"], f"{f['solved']}/{args.agents}"]
             print("| " + " | ".join(map(str, [*cells, first, f"{f['wall']:.0f}", share])) + " |")
+    if args.plot:
+        plot(args.root, range(args.repeat_from, args.repeats), args.budget, args.threshold, args.plot)
     print()
     for name, reps in results.items():
         print(f"{name}: median best final mean {statistics.median(f['best_mean'] for f in reps):.1f}, "

@@ -37,3 +37,21 @@ def test_a_failing_env_alone_child_shows_its_error(monkeypatch, tmp_path):
         assert "No module named 'ale_py'" in str(stop)
     else:
         raise AssertionError("a failed child must stop the bench")
+
+
+def test_pbt_bench_curves_are_each_agents_100_episode_mean_at_the_grid(tmp_path):
+    import math
+
+    import pbt_bench
+
+    agent = tmp_path / "run" / "seed=0"
+    agent.mkdir(parents=True)
+    rows = [(10 * (i + 1), float(i)) for i in range(150)]  # episode i ends at step 10(i+1) with return i
+    agent.joinpath("episodes.csv").write_text(
+        "env_step,episode,return,length\n" + "".join(f"{s},{i + 1},{r},10\n" for i, (s, r) in enumerate(rows))
+    )
+    [curve] = pbt_bench.curves(tmp_path / "run", [5, 10, 25, 1000, 1500, 99999])
+    assert math.isnan(curve[0])  # before the first episode
+    assert curve[1:3] == [0.0, 0.5]  # returns 0 and 0, 1
+    assert curve[3] == sum(range(100)) / 100  # the first 100 episodes: 49.5
+    assert curve[4] == curve[5] == sum(range(50, 150)) / 100  # the last 100: 99.5
