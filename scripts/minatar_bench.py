@@ -18,7 +18,6 @@ as extra overrides after env=minatar (e.g. --setting "network.num_quantiles=32 a
 from __future__ import annotations
 
 import argparse
-import csv
 import re
 import shutil
 import statistics
@@ -27,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchlib.common import QUIET, Run, alternate, report, run_processes, train_cmd
+from benchlib.common import QUIET, Run, alternate, moving_means, report, run_processes, train_cmd
 
 from rlrun.envs.minatar import GAMES as MODULES  # id name -> the game's module name (the reference's -g)
 
@@ -90,20 +89,6 @@ def learn(args) -> None:
             cmd = train_cmd(overrides, str(run_dir))
         print("running: " + " ".join(cmd), file=sys.stderr, flush=True)
         subprocess.run(cmd, check=True)
-
-
-def moving_means(episodes_csv: Path, window: int = 100) -> tuple[list[int], list[float]]:
-    """(env step, mean of the last `window` training returns) at every episode end, as the paper plots."""
-    steps, returns = [], []
-    with episodes_csv.open() as f:
-        for row in csv.DictReader(f):
-            steps.append(int(row["env_step"]))
-            returns.append(float(row["return"]))
-    means, total = [], 0.0
-    for i, r in enumerate(returns):
-        total += r - (returns[i - window] if i >= window else 0.0)
-        means.append(total / min(i + 1, window))
-    return steps, means
 
 
 def value_at(steps: list[int], means: list[float], step: int) -> float | None:

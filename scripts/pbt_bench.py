@@ -78,16 +78,11 @@ def figures(summary: dict) -> dict:
 
 def curves(run_dir: Path, grid: list[int]) -> list[list[float]]:
     """Each agent's 100-episode training mean at the env steps of `grid` (nan before its first episode)."""
-    import csv
+    from benchlib.common import moving_means
 
     out = []
     for path in sorted(run_dir.rglob("episodes.csv")):
-        rows = [(int(r["env_step"]), float(r["return"])) for r in csv.DictReader(path.open())]
-        steps, means, total = [], [], 0.0
-        for i, (step, ret) in enumerate(rows):
-            total += ret - (rows[i - 100][1] if i >= 100 else 0.0)
-            steps.append(step)
-            means.append(total / min(i + 1, 100))
+        steps, means = moving_means(path)
         agent, j = [], 0
         for g in grid:
             while j < len(steps) and steps[j] <= g:

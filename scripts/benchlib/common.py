@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import datetime
 import json
 import os
@@ -163,3 +164,17 @@ def ratio_rows(times: dict[str, list[float]], base: str) -> list[list[str]]:
 
 def each(values: Sequence[float], fmt: str = ".1f") -> str:
     return " / ".join(format(v, fmt) for v in values)
+
+
+def moving_means(episodes_csv: Path, window: int = 100) -> tuple[list[int], list[float]]:
+    """(env step, mean of the last `window` training returns) at every episode end, as the paper plots."""
+    steps, returns = [], []
+    with episodes_csv.open() as f:
+        for row in csv.DictReader(f):
+            steps.append(int(row["env_step"]))
+            returns.append(float(row["return"]))
+    means, total = [], 0.0
+    for i, r in enumerate(returns):
+        total += r - (returns[i - window] if i >= window else 0.0)
+        means.append(total / min(i + 1, window))
+    return steps, means
