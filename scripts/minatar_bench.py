@@ -5,6 +5,8 @@
     python scripts/minatar_bench.py learn --setting paper --games Breakout SpaceInvaders --seeds 3 --frames 2000000
     python scripts/minatar_bench.py learn --setting preset --games all --seeds 3 --frames 1000000
     python scripts/minatar_bench.py plot --root runs/minatar
+    # every setting with all five games at the budget: IQM of returns / the paper DQN's 5M value (rliable)
+    python scripts/minatar_bench.py aggregate --root runs/minatar --budget 1000000
 
     # speed: the reference implementation (kenjyoung/MinAtar examples/dqn.py; --reference names your copy)
     # and rlrun at the paper's settings, alternated on one pinned core: trained frames per second
@@ -91,9 +93,10 @@ def learn(args) -> None:
         subprocess.run(cmd, check=True)
 
 
-def value_at(steps: list[int], means: list[float], step: int) -> float | None:
-    """The 100-episode mean at the last episode end at or before `step` (None when the run stopped before)."""
-    if not steps or steps[-1] < step * 0.99:
+def value_at(steps: list[int], means: list[float], step: int, reach: float = 0.99) -> float | None:
+    """The 100-episode mean at the last episode end at or before `step` (None when the last episode ended
+    before `reach` x `step`: the run stopped earlier)."""
+    if not steps or steps[-1] < step * reach:
         return None
     i = max(j for j, s in enumerate(steps) if s <= step) if steps[0] <= step else 0
     return means[i]
@@ -179,6 +182,56 @@ def plot(args) -> None:
     )
 
 
+def normalised_scores(root: Path, budget: int) -> dict[str, dict[str, list[float | None]]]:
+    """{setting: {game: [each seed's 100-episode training mean at `budget` / the paper DQN's 5M value]}}."""
+    scores: dict[str, dict[str, list[float | None]]] = {}
+    for label, game, _seed, episodes in agent_runs(root):
+        value = value_at(*moving_means(episodes), budget, reach=0.95)  # Freeway's games last 2,500 frames
+        reference = PAPER_DQN[game][5_000_000]
+        scores.setdefault(label, {}).setdefault(game, []).append(None if value is None else value / reference)
+    return scores
+
+
+def aggregate(args) -> None:
+    """rliable's IQM of the normalised scores over every game and seed of a setting, with its 95% stratified
+    bootstrap interval (resampling seeds within each game), for the settings with every game at the budget."""
+    import numpy as np
+    from rliable import library as rly
+
+    from rlrun.report.aggregate import BOOTSTRAP_REPS, bootstrap_seed, trimmed_mean
+
+    rows, incomplete = [], []
+    for label, games in sorted(normalised_scores(Path(args.root), args.budget).items()):
+        seeds = {len(v) for v in games.values()}
+        missing = [g for g in GAMES if g not in games or any(x is None for x in games[g])]
+        if missing or len(seeds) != 1:
+            incomplete.append(f"{label}: " + (f"no value at {args.budget:,} for {', '.join(missing)}" if missing
+                                              else "unequal seed counts across games"))  # fmt: skip
+            continue
+        matrix = np.array([[float(x) for x in games[g]] for g in GAMES]).T  # (seeds, games)
+        with bootstrap_seed(0):
+            point, ci = rly.get_interval_estimates(
+                {label: matrix}, lambda x: np.array([trimmed_mean(x)]), reps=BOOTSTRAP_REPS
+            )
+        per_game = [f"{np.mean(games[g]):.2f}" for g in GAMES]
+        rows.append([label, str(matrix.shape[0]), f"{point[label][0]:.2f}",
+                     f"{ci[label][0, 0]:.2f}-{ci[label][1, 0]:.2f}", *per_game])  # fmt: skip
+    report(
+        f"MinAtar at {args.budget:,} frames: returns / the paper DQN's 5M-frame value, IQM over games and seeds",
+        ["setting", "seeds", "IQM", "95% CI", *(f"{g} (mean)" for g in GAMES)],
+        rows,
+        notes=[
+            "100-episode mean of training returns at the budget, divided per game by the paper DQN's 5M value ("
+            + ", ".join(f"{g} {v[5_000_000]:g}" for g, v in PAPER_DQN.items())
+            + "); 1.0 = the paper's DQN after 5M frames; a run counts when its last episode ended within 5% of"
+            " the budget (Freeway's games last 2,500 frames: 128 envs end their third at 960,000)",
+            f"IQM and stratified bootstrap CI by rliable ({BOOTSTRAP_REPS} resamples, seeded)",
+            *(f"left out: {line}" for line in incomplete),
+        ],
+        pin="runs as started by `learn` (see each run's train.log for its hardware and wall time)",
+    )
+
+
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
@@ -252,6 +305,10 @@ def main() -> None:
     p = sub.add_parser("plot", help="curves and the table of the runs under --root")
     p.add_argument("--root", default="runs/minatar")
     p.set_defaults(fn=plot)
+    p = sub.add_parser("aggregate", help="rliable IQM of scores normalised by the paper DQN's 5M value, per setting")
+    p.add_argument("--root", default="runs/minatar")
+    p.add_argument("--budget", type=int, default=1_000_000, help="frames at which each run is scored")
+    p.set_defaults(fn=aggregate)
     p = sub.add_parser("speed", help="frames/s against the reference dqn.py, alternated")
     p.add_argument("--reference", required=True, help="kenjyoung/MinAtar's examples/dqn.py")
     p.add_argument("--game", default="Breakout", choices=GAMES)

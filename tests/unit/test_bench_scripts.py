@@ -1,4 +1,4 @@
-"""What the benchmark scripts hand to the processes they time (scripts/benchlib)."""
+"""The benchmark scripts' own logic (scripts/): what they hand to the processes they time, and their maths."""
 
 import json
 import subprocess
@@ -55,3 +55,21 @@ def test_pbt_bench_curves_are_each_agents_100_episode_mean_at_the_grid(tmp_path)
     assert curve[1:3] == [0.0, 0.5]  # returns 0 and 0, 1
     assert curve[3] == sum(range(100)) / 100  # the first 100 episodes: 49.5
     assert curve[4] == curve[5] == sum(range(50, 150)) / 100  # the last 100: 99.5
+
+
+def test_minatar_scores_are_normalised_by_the_paper_dqns_5m_value_per_game(tmp_path):
+    import minatar_bench
+
+    def agent(label, game, seed, returns, every):
+        d = tmp_path / f"{label}__{game}__seeds2" / f"seed={seed}"
+        d.mkdir(parents=True)
+        lines = "".join(f"{every * (i + 1)},{i + 1},{r},{every}\n" for i, r in enumerate(returns))
+        d.joinpath("episodes.csv").write_text("env_step,episode,return,length\n" + lines)
+
+    agent("x", "Breakout", 0, [10.0] * 100 + [20.0] * 100, 5000)  # 1M frames: the last 100 returns are 20
+    agent("x", "Breakout", 1, [5.0] * 200, 5000)
+    agent("x", "SpaceInvaders", 0, [43.0] * 40, 24000)  # its last game ends at 960,000: within 5% of 1M
+    agent("x", "SpaceInvaders", 1, [86.0] * 30, 24000)  # ends at 720,000: no value at 1M
+    scores = minatar_bench.normalised_scores(tmp_path, 1_000_000)
+    assert scores["x"]["Breakout"] == [20.0 / 10.0, 5.0 / 10.0]  # the paper DQN's 5M Breakout value: 10
+    assert scores["x"]["SpaceInvaders"] == [43.0 / 43.0, None]
