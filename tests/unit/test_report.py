@@ -52,6 +52,31 @@ def test_probability_of_improvement_counts_pairs_and_half_ties():
     assert improvement_probability(np.array([1.0, 2.0]), np.array([1.0, 2.0]), reps=100)[0] == 0.5
 
 
+def test_the_fast_statistics_are_rliables_bit_for_bit_with_their_bootstrap_intervals():
+    """The functions the bootstraps call once per resample: rliable's own metrics without their per-call
+    overhead (scipy's Mann-Whitney test; a Python call per tau). Same values, same intervals."""
+    from rliable import library as rly, metrics
+
+    from rlrun.report.aggregate import bootstrap_seed, pairwise_improvement
+    from rlrun.report.plots import score_distribution
+
+    # by hand: x > y in 2 of 6 pairs (3 > 2 twice), x == y in 2 (2 = 2 twice): (2 + 0.5 * 2) / 6
+    assert pairwise_improvement(np.array([[1.0], [2.0], [3.0]]), np.array([[2.0], [2.0]])) == 0.5
+    taus = np.array([0.5, 1.5, 2.5, 3.5])
+    assert score_distribution(np.array([[1.0], [2.0], [3.0]]), taus).tolist() == [1.0, 2 / 3, 1 / 3, 0.0]
+    rng = np.random.default_rng(0)
+    for n, m in [(1, 1), (2, 5), (7, 3), (10, 10)]:
+        x, y = np.round(rng.normal(size=(n, 2)) * 2) / 2, np.round(rng.normal(size=(m, 2)) * 2) / 2  # with ties
+        assert pairwise_improvement(x, y) == metrics.probability_of_improvement(x, y)
+        taus = np.linspace(-3, 3, 13)
+        assert np.array_equal(score_distribution(x, taus), rly.score_distributions(x, taus))
+        got = []
+        for fn in (pairwise_improvement, metrics.probability_of_improvement):
+            with bootstrap_seed(0):
+                got.append(rly.get_interval_estimates({"xy": (x, y)}, fn, reps=100))
+        assert got[0][0]["xy"] == got[1][0]["xy"] and np.array_equal(got[0][1]["xy"], got[1][1]["xy"])
+
+
 def make_run(root, lr, seed, eval_return, train_return, solved_step, **extra):
     run = root / f"optimizer.lr={lr}" / f"seed={seed}"
     (run / ".hydra").mkdir(parents=True)
