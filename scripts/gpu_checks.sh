@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every check that needs a CUDA GPU, in one pass of about 7.5 minutes on a machine with one GPU and 16 cores
+# Every check that needs a CUDA GPU, in one pass of at most 9 minutes on a machine with one GPU and 16 cores
 # and no network, so that a short slot suffices for one run and a partial rerun. Most important first: a slot
 # cut short still returns the correctness checks. Results go to $OUT (default outputs/gpu_checks), one file
 # per check, and the tail of each is echoed to stdout:
@@ -55,9 +55,9 @@ run pytest 100 $PY -m pytest -q -p no:cacheprovider --timeout 45 tests/integrati
 # past the 5,000 random frames, so that the progress lines' step/s include the updates; eager, then recorded
 run minatar 60 $PY -m rlrun.train +experiment=minatar_paper env.id=MinAtar/Breakout-v0 device=$DEVICE seeds=64 \
   total_steps=12500 $COMMON log.interval=2500 hydra.run.dir=$RUNS/minatar_paper_seeds64
-run minatar 60 $PY -m rlrun.train +experiment=minatar_paper env.id=MinAtar/Breakout-v0 device=$DEVICE seeds=64 \
+run minatar 50 $PY -m rlrun.train +experiment=minatar_paper env.id=MinAtar/Breakout-v0 device=$DEVICE seeds=64 \
   device.cuda_graphs=true total_steps=12500 $COMMON log.interval=2500 hydra.run.dir=$RUNS/minatar_paper_seeds64_graphs
-run minatar 35 $PY -m rlrun.train +experiment=pqn_minatar env.id=MinAtar/Breakout-v0 device=$DEVICE \
+run minatar 30 $PY -m rlrun.train +experiment=pqn_minatar env.id=MinAtar/Breakout-v0 device=$DEVICE \
   total_steps=2000000 $COMMON log.interval=200000 hydra.run.dir=$RUNS/minatar_pqn
 run pbt 30 $PY -m rlrun.train seeds=16 +pbt=truncation pbt.interval=1000 device=$DEVICE total_steps=6000 \
   $COMMON log.interval=2000 hydra.run.dir=$RUNS/pbt
@@ -67,10 +67,10 @@ CARTPOLE="total_steps=20000 $COMMON log.interval=5000"
 run cartpole 30 $PY -m rlrun.train device=$DEVICE $CARTPOLE hydra.run.dir=$RUNS/cartpole_$DEVICE
 run cartpole 30 $PY -m rlrun.train device=$DEVICE device.cuda_graphs=true $CARTPOLE hydra.run.dir=$RUNS/cartpole_graphs
 run cartpole 20 $PY -m rlrun.train device=cpu $CARTPOLE hydra.run.dir=$RUNS/cartpole_cpu
-run agents 50 $PY -m rlrun.train device=$DEVICE seeds=256 device.cuda_graphs=true total_steps=8000 $COMMON \
+run agents 40 $PY -m rlrun.train device=$DEVICE seeds=256 device.cuda_graphs=true total_steps=8000 $COMMON \
   log.interval=2000 hydra.run.dir=$RUNS/cartpole_seeds256_graphs
 run atari 50 $PY scripts/bench.py atari --device $DEVICE --envs 8 --reps 1 --steps 500 --loop-steps 8000
-run atari 25 $PY -m rlrun.train +experiment=pqn_atari device=$DEVICE $COMMON log.interval=20000 \
+run atari 20 $PY -m rlrun.train +experiment=pqn_atari device=$DEVICE $COMMON log.interval=20000 \
   hydra.run.dir=$RUNS/pqn_atari
 # Env steps/s of the runs above, also of those the slot stopped (their last progress line is in the .txt files).
 $PY - "$RUNS" >> "$OUT/runs.txt" 2>&1 <<'PYEOF'
