@@ -78,17 +78,14 @@ def figures(summary: dict) -> dict:
 
 def curves(run_dir: Path, grid: list[int]) -> list[list[float]]:
     """Each agent's 100-episode training mean at the env steps of `grid` (nan before its first episode)."""
+    import numpy as np
     from benchlib.common import moving_means
 
     out = []
     for path in sorted(run_dir.rglob("episodes.csv")):
         steps, means = moving_means(path)
-        agent, j = [], 0
-        for g in grid:
-            while j < len(steps) and steps[j] <= g:
-                j += 1
-            agent.append(means[j - 1] if j else float("nan"))
-        out.append(agent)
+        last = np.searchsorted(steps, grid, side="right") - 1  # the last episode ended at or before each point
+        out.append([means[i] if i >= 0 else float("nan") for i in last])
     return out
 
 

@@ -124,8 +124,14 @@ def test_optuna_preset_runs_trials_and_returns_the_objective(tmp_path):
 def test_the_robust_search_scores_each_trial_over_its_seeds(tmp_path):
     from rlrun.storage import summary
 
-    args = ["+hparams_search=robust", "hydra.sweeper.n_trials=2", "seeds=2", "total_steps=1200", "eval.interval=600"]
-    args.append("~hydra.callbacks.report")  # the sweep report has tests of its own: seconds saved here
+    args = [
+        "+hparams_search=robust",
+        "hydra.sweeper.n_trials=2",
+        "seeds=2",
+        "total_steps=1200",
+        "eval.interval=600",
+        "~hydra.callbacks.report",
+    ]  # the sweep report has tests of its own: seconds saved here
     proc = subprocess.run(
         [sys.executable, "-m", "rlrun.train", *args, "algo.learning_starts=200", f"hydra.sweep.dir={tmp_path}"],
         capture_output=True,
