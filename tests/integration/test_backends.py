@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from launch import run_module
 from test_reliability import TINY
 
 from rlrun.logs.sinks.reachable import PROBE_SECONDS, check_backends, mlflow_problem
@@ -20,14 +21,8 @@ ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
 def run_train(tmp_path, *args, env=None, timeout=120):
     """`python -m rlrun.train` into tmp_path/run; (process, seconds it took)."""
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlrun.train", *TINY, f"hydra.run.dir={tmp_path / 'run'}", *args],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**ENV, **(env or {})},
-        timeout=timeout,
-    )
+    args = (*TINY, f"hydra.run.dir={tmp_path / 'run'}", *args)
+    proc = run_module("rlrun.train", *args, cwd=tmp_path, env={**ENV, **(env or {})}, timeout=timeout)
     return proc, time.monotonic() - t0
 
 
@@ -107,15 +102,8 @@ def test_a_resume_into_another_mlflow_store_starts_a_new_mlflow_run_there(tmp_pa
     (tmp_path / "other").mkdir()
     for steps, backends in ((960, []), (1280, ["logger=[tensorboard,mlflow]"])):
         uri = f"sqlite:///{tmp_path / 'other' / f'{steps}.db'}"
-        proc = subprocess.run(
-            [sys.executable, "-m", "rlrun.resume", tmp_path / "run", f"total_steps={steps}", *backends]
-            + [f"logger.mlflow.tracking_uri={uri}"],
-            capture_output=True,
-            text=True,
-            env=ENV,
-            timeout=300,
-            cwd=tmp_path,
-        )
+        args = [tmp_path / "run", f"total_steps={steps}", *backends, f"logger.mlflow.tracking_uri={uri}"]
+        proc = run_module("rlrun.resume", *args, env=ENV, timeout=300, cwd=tmp_path)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
         summary = json.loads((tmp_path / "run" / "summary.json").read_text())
         assert summary["env_steps"] == steps and summary["logged_to"]["mlflow"]["tracking_uri"] == uri

@@ -10,12 +10,11 @@ episodes and evaluation returns) with parameters equal to 1e-4.
 
 import copy
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
+from launch import run_module
 from test_reliability import in_process
 from torch import nn
 
@@ -175,7 +174,7 @@ def test_stacked_replay_holds_and_samples_what_single_buffers_do(prioritized):
 
 
 def run_cli(*args, check=True):
-    proc = subprocess.run([sys.executable, "-m", "rlrun.train", *args], capture_output=True, text=True, timeout=600)
+    proc = run_module("rlrun.train", *args)
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from launch import run_module
 from omegaconf import OmegaConf
 
 from rlrun.errors import ConfigError
@@ -192,11 +193,11 @@ def sweep(where: Path, *args: str, rc: int = 0, resume: bool = False) -> subproc
             "from rlrun.cli import hydra_main; signals.stop_on_signal(); signals.in_sweep = True; "
             f"sys.argv[1:] = {[*argv, 'hydra.launcher.resume=true']!r}; register_configs(); hydra_main()"
         )
-        cmd = [sys.executable, "-c", code]
-    else:
-        cmd = [sys.executable, "-m", "rlrun.train", *argv]
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "RAY_ADDRESS": ""}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    if resume:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=env)
+    else:
+        proc = run_module("rlrun.train", *argv, env=env, timeout=900)
     assert proc.returncode == rc, proc.stderr[-3000:]
     return proc
 

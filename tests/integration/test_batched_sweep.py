@@ -8,13 +8,12 @@ different order, so weights differ by float32 round-off).
 """
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from launch import run_module
 from omegaconf import OmegaConf
 from test_batched import SHORT as BATCHED_SHORT
 
@@ -328,7 +327,7 @@ def sweep(tmp_path, name, *launcher):
         *launcher,
         f"hydra.sweep.dir={tmp_path / name}",
     ]
-    proc = subprocess.run([sys.executable, "-m", "rlrun.train", *args], capture_output=True, text=True, timeout=600)
+    proc = run_module("rlrun.train", *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return tmp_path / name
 

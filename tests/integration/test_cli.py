@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+from launch import run_module
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_reliability import in_process
 
@@ -48,9 +49,7 @@ TINY = [
 
 def run_train(*args, cwd=None):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run(
-        [sys.executable, "-m", "rlrun.train", *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
-    )
+    return run_module("rlrun.train", *args, cwd=cwd, env=env, timeout=300)
 
 
 def test_dueling_per_run_leaves_everything_behind(tmp_path):

@@ -5,12 +5,11 @@ backend says where its data is."""
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from launch import run_module
 from test_reliability import ENV, TINY, cli, digest, in_process, train
 
 from rlrun.training import jobs
@@ -89,11 +88,8 @@ def test_a_user_config_still_runs_and_the_other_flags_still_work(config_dir, tmp
 
 def with_raising_env(module, *args, cwd=None):
     """`python -m <module> args` after importing tests/raising_env.py, as a user's package registering its env."""
-    code = f"import raising_env, runpy; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
     env = {**ENV, "PYTHONPATH": os.pathsep.join([str(TESTS), ENV.get("PYTHONPATH", "")])}
-    return subprocess.run(
-        [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
-    )
+    return run_module(module, *args, cwd=cwd, env=env, first="raising_env")
 
 
 def one_line(proc, rc, says):

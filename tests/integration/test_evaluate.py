@@ -2,10 +2,9 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+from launch import run_module
 from test_reliability import in_process
 
 RUN_ARGS = ["total_steps=1500", "algo.learning_starts=300", "eval.interval=0", "log.plot=false"]
@@ -13,7 +12,8 @@ RUN_ARGS = ["total_steps=1500", "algo.learning_starts=300", "eval.interval=0", "
 
 def cli(*args):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300, env=env)
+    assert args[0] == "-m"
+    return run_module(*args[1:], env=env, timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from launch import run_module, start_module
 
 from rlrun.run import train
 
@@ -45,8 +46,6 @@ def test_sigterm_then_resume_equals_an_uninterrupted_pbt_run(compose, tmp_path):
     """PBT's state (values, random stream, events, fitness bookkeeping) goes into the checkpoint that SIGTERM
     writes; the resumed run makes the same copies and ends with the same agents as an uninterrupted one."""
     import signal
-    import subprocess
-    import sys
     import time
 
     from test_reliability import in_process
@@ -54,8 +53,7 @@ def test_sigterm_then_resume_equals_an_uninterrupted_pbt_run(compose, tmp_path):
     straight, parts = tmp_path / "straight", tmp_path / "parts"
     args = [*PBT_RUN, "total_steps=3200", "checkpoint.every=800"]
     train(compose(*args), straight)
-    cmd = [sys.executable, "-m", "rlrun.train", *args, f"hydra.run.dir={parts}"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_module("rlrun.train", *args, f"hydra.run.dir={parts}")
     while not (parts / "checkpoint.pt").exists():
         assert proc.poll() is None and time.sleep(0.05) is None
     proc.send_signal(signal.SIGTERM)
@@ -75,13 +73,10 @@ def test_sigterm_then_resume_equals_an_uninterrupted_pbt_run(compose, tmp_path):
 
 @pytest.mark.slow  # a sweep of two populations with its report: about a minute
 def test_a_batched_sweep_runs_several_populations(tmp_path):
-    import subprocess
-    import sys
-
     args = ["-m", "hydra/launcher=batched", "seeds=4", "+pbt=truncation", "seed=0,4", "total_steps=1600",
             "pbt.interval=400", "algo.learning_starts=320", "eval.interval=0", "log.plot=false",
             f"hydra.sweep.dir={tmp_path}"]  # fmt: skip
-    proc = subprocess.run([sys.executable, "-m", "rlrun.train", *args], capture_output=True, text=True, timeout=600)
+    proc = run_module("rlrun.train", *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for first in (0, 4):
         events = rows(tmp_path / f"seed={first}")

@@ -16,6 +16,7 @@ import pytest
 import torch
 import yaml
 from entrypoints import in_process  # noqa: F401  (imported from here by the other modules)
+from launch import run_module, start_module
 from test_reliability_checks import BAD_CONFIGS
 
 from rlrun.storage import checkpoint as ckpt, rundir
@@ -32,9 +33,7 @@ ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
 
 
 def cli(module, *args, cwd=None, rc=None):
-    proc = subprocess.run(
-        [sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=ENV, timeout=600
-    )
+    proc = run_module(module, *args, cwd=cwd, env=ENV)
     if rc is not None:
         assert proc.returncode == rc, proc.stderr[-3000:]
         assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
@@ -185,13 +184,7 @@ def wait_for(predicate, proc, timeout=120):
 
 def test_a_run_directory_is_owned_by_one_process_and_a_dead_owner_does_not_block(finished_run, tmp_path):
     run = copy_run(finished_run, tmp_path / "run")
-    first = subprocess.Popen(
-        [sys.executable, "-m", "rlrun.resume", str(run), "total_steps=2000000"],
-        env=ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    first = start_module("rlrun.resume", run, "total_steps=2000000", env=ENV)
     wait_for(lambda: len(list(run.glob("events.out.tfevents.*"))) > 1, first)  # resumed and writing
     rows = (run / "episodes.csv").read_text()
     for proc in (

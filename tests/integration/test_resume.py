@@ -3,12 +3,11 @@
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 import torch
+from launch import start_module
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_reliability import copy_run, in_process
 
@@ -29,13 +28,7 @@ TIME_BASED = {"charts/SPS"}
 
 def start(run_dir, *args):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "rlrun.train", *ARGS, *args, f"hydra.run.dir={run_dir}"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    return start_module("rlrun.train", *ARGS, *args, f"hydra.run.dir={run_dir}", env=env)
 
 
 def finish(proc, rc=0):
@@ -196,11 +189,8 @@ def test_checkpoint_from_an_incompatible_config_is_refused_clearly(compose, fini
 
 def test_runs_started_together_get_separate_directories(tmp_path):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    args = [sys.executable, "-m", "rlrun.train", "total_steps=50", "eval.interval=0", "log.plot=false"]
-    procs = [
-        subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for _ in range(3)
-    ]
+    args = ["total_steps=50", "eval.interval=0", "log.plot=false"]
+    procs = [start_module("rlrun.train", *args, cwd=tmp_path, env=env) for _ in range(3)]
     for p in procs:
         assert p.wait(timeout=120) == 0
     runs = list((tmp_path / "outputs").iterdir())

@@ -4,8 +4,6 @@ episodes.csv and scalars.csv, no matplotlib warnings."""
 
 import json
 import os
-import subprocess
-import sys
 import warnings
 
 import numpy as np
@@ -13,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 from hydra import compose, initialize_config_module
+from launch import run_module
 from omegaconf import OmegaConf
 
 from rlrun.config.runnames import MAX_CHARS, job_subdir, run_part
@@ -82,13 +81,8 @@ def test_a_sweep_job_is_named_after_the_swept_keys_only(tmp_path):
 
 
 def test_a_sweep_with_csv_logging_gets_its_swept_dirs_and_curves(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlrun.train", "-m", "seed=0,1", "logger=csv", *TINY, f"hydra.sweep.dir={tmp_path}"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
+    args = ["-m", "seed=0,1", "logger=csv", *TINY, f"hydra.sweep.dir={tmp_path}"]
+    proc = run_module("rlrun.train", *args, env={**os.environ, "PYTHONWARNINGS": "ignore"}, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = sorted(p.parent.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("summary.json"))
     assert jobs == ["seed=0", "seed=1"]

@@ -3,12 +3,11 @@
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
+from launch import run_module
 from test_reliability import in_process
 
 from rlrun.report import load_sweep
@@ -18,13 +17,7 @@ TINY = ["total_steps=600", "algo.learning_starts=200", "log.interval=200", "eval
 
 def multirun(sweep_dir, *args):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlrun.train", "-m", *args, *TINY, f"hydra.sweep.dir={sweep_dir}"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    proc = run_module("rlrun.train", "-m", *args, *TINY, f"hydra.sweep.dir={sweep_dir}", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -95,23 +88,14 @@ def test_a_sweep_with_a_bad_value_is_refused_before_any_job_runs(tmp_path):
 
 
 def test_optuna_preset_runs_trials_and_returns_the_objective(tmp_path):
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlrun.train",
-            "+hparams_search=optuna",
-            "hydra.sweeper.n_trials=3",
-            "~hydra.callbacks.report",  # the sweep report has tests of its own: seconds saved here
-            *TINY,
-            f"hydra.sweep.dir={tmp_path}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    args = [
+        "+hparams_search=optuna",
+        "hydra.sweeper.n_trials=3",
+        "~hydra.callbacks.report",  # the sweep report has tests of its own: seconds saved here
+        *TINY,
+        f"hydra.sweep.dir={tmp_path}",
+    ]
+    proc = run_module("rlrun.train", *args, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = load_sweep(tmp_path)
     assert len(runs) == 3 and set(runs.status) == {"finished"}
@@ -132,13 +116,8 @@ def test_the_robust_search_scores_each_trial_over_its_seeds(tmp_path):
         "eval.interval=600",
         "~hydra.callbacks.report",
     ]  # the sweep report has tests of its own: seconds saved here
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlrun.train", *args, "algo.learning_starts=200", f"hydra.sweep.dir={tmp_path}"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
+    args += ["algo.learning_starts=200", f"hydra.sweep.dir={tmp_path}"]
+    proc = run_module("rlrun.train", *args, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = [json.loads(p.read_text()) for p in sorted(tmp_path.rglob("summary.json"))]
     trials = [j for j in jobs if "agents" in j]  # the agents' own summary.json files have none
