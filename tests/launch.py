@@ -6,10 +6,11 @@ A fresh `python -m rlrun.train` spends about 4.5 of its first 6 seconds importin
 as a child of multiprocessing's fork server with those modules preloaded, then runs the module as `python
 -m` would: `runpy` as `__main__`, sys.argv, sys.path with the working directory first, the environment
 given, PYTHONWARNINGS applied, stdout and stderr to files, non-daemon threads joined and atexit handlers
-run before it exits with the module's exit code. What differs from a fresh interpreter: modules already
-imported. Tests that check start-up itself (which modules a run imports) or that signal a live process use
-`subprocess` directly. RLRUN_TESTS_EXEC=1 runs every `run_module` as a real subprocess instead, to check
-that both agree.
+run before it exits with the module's exit code; `start_module` is the Popen of it (pid, poll, wait,
+signals). What differs from a fresh interpreter: modules already imported. Tests of start-up itself (which
+modules a run imports, a signal during the imports, a closed pipe) use `subprocess` directly.
+RLRUN_TESTS_EXEC=1 runs every command as a real subprocess instead, to check that both agree (Windows,
+without a fork server, always does).
 """
 
 from __future__ import annotations
@@ -141,14 +142,14 @@ class Started:
 def start_module(module: str, *args: object, cwd: str | Path | None = None, env: dict[str, str] | None = None,
                  first: str | None = None) -> Started | subprocess.Popen:  # fmt: skip
     """`subprocess.Popen([sys.executable, "-m", module, *args], stdout=PIPE, stderr=PIPE, text=True, ...)`,
-    forked (a real Popen with RLRUN_TESTS_EXEC=1 or start-up variables of its own in env). `first`: a module
-    imported before the command runs, as a user's package that registers its envs."""
+    forked (a real Popen where `_exec_instead`). `first`: a module imported before the command runs, as a
+    user's package that registers its envs."""
     command = [sys.executable, "-m", module, *map(str, args)]
     if first:
         code = f"import {first}, runpy; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
         command = [sys.executable, "-c", code, *map(str, args)]
     env = dict(os.environ if env is None else env)
-    if os.environ.get("RLRUN_TESTS_EXEC") == "1" or _differs_at_start(env):
+    if _exec_instead(env):
         pipe = subprocess.PIPE
         return subprocess.Popen(command, stdout=pipe, stderr=pipe, text=True, cwd=cwd, env=env)
     context = _ensure_server()
@@ -173,8 +174,11 @@ def run_module(module: str, *args: object, cwd: str | Path | None = None, env: d
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)  # type: ignore[arg-type]
 
 
-def _differs_at_start(env: dict[str, str]) -> bool:
-    """Whether env gives an interpreter start-up variable (other than the two the child applies itself)
-    another value than the fork server started with: then a real subprocess runs instead."""
+def _exec_instead(env: dict[str, str]) -> bool:
+    """A real subprocess instead of a forked child: where asked (RLRUN_TESTS_EXEC=1), where there is no fork
+    server (Windows), or where env gives an interpreter start-up variable (other than the two the child
+    applies itself) another value than the fork server started with."""
+    if os.environ.get("RLRUN_TESTS_EXEC") == "1" or "forkserver" not in multiprocessing.get_all_start_methods():
+        return True
     keys = {k for k in (*env, *os.environ) if k.startswith("PYTHON") and k not in _SET_AT_START}
     return any(env.get(k) != os.environ.get(k) for k in keys)
