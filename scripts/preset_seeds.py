@@ -81,10 +81,30 @@ def run_command(name: str, first: int, seeds: int) -> list[str]:
             "logger=[tensorboard,csv]", "log.plot=false"]  # fmt: skip
 
 
+def wait_for_owner(out: Path) -> None:
+    """Wait while another process owns the run in `out` (its lock held: another preset_seeds filling the same
+    --keep folder), so that its run is then reused or resumed rather than refused as in use."""
+    from filelock import FileLock, Timeout
+
+    from rlrun.storage.rundir import LOCK_NAME
+
+    lock = out / LOCK_NAME
+    if not lock.exists():
+        return
+    try:
+        with FileLock(str(lock), timeout=0):
+            return  # free: nobody trains there now
+    except Timeout:
+        print(f"{out}: trained by another process; waiting for it to end", file=sys.stderr, flush=True)
+    with FileLock(str(lock)):  # blocks until the owner ends
+        pass
+
+
 def run_process(name: str, first: int, seeds: int, out: Path) -> tuple[dict, float]:
     """Train `seeds` agents of the variant in one process into `out`, or reuse a finished run there whose
     composed config is the variant's (its wall time is then the one the run recorded)."""
     overrides = run_command(name, first, seeds)
+    wait_for_owner(out)
     saved = out / ".hydra" / "config.yaml"
     if (out / "summary.json").exists() and saved.exists():
         import yaml  # omegaconf's dependency; only a reused run needs it

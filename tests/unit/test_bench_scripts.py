@@ -73,3 +73,32 @@ def test_minatar_scores_are_normalised_by_the_paper_dqns_5m_value_per_game(tmp_p
     scores = minatar_bench.normalised_scores(tmp_path, 1_000_000)
     assert scores["x"]["Breakout"] == [20.0 / 10.0, 5.0 / 10.0]  # the paper DQN's 5M Breakout value: 10
     assert scores["x"]["SpaceInvaders"] == [43.0 / 43.0, None]
+
+
+def test_preset_seeds_waits_for_the_process_that_owns_a_chunk(tmp_path, capsys):
+    """Two preset_seeds filling one --keep folder: a chunk the other is training is waited for, not resumed
+    beside it (which rlrun refuses as in use)."""
+    import threading
+    import time
+
+    from filelock import FileLock
+    from preset_seeds import wait_for_owner
+
+    from rlrun.storage.rundir import LOCK_NAME
+
+    wait_for_owner(tmp_path / "absent")  # nothing there: returns at once
+    held, released = threading.Event(), []
+
+    def own_for_a_while():  # another process's run, as a thread of this one
+        with FileLock(str(tmp_path / LOCK_NAME)):
+            held.set()
+            time.sleep(0.3)
+            released.append(time.monotonic())
+
+    threading.Thread(target=own_for_a_while).start()
+    held.wait()
+    wait_for_owner(tmp_path)
+    assert released and time.monotonic() >= released[0]
+    assert "waiting for it to end" in capsys.readouterr().err
+    wait_for_owner(tmp_path)  # free now: no wait, no message
+    assert capsys.readouterr().err == ""
