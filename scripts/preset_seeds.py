@@ -13,7 +13,9 @@ the difference in solve rates, and the steps-to-threshold quantiles. The candida
 only when it solves significantly more seeds (p < 0.05); a tie keeps the incumbent. Settings to compare are
 the presets, their settings before the robustness retune (`<preset>_pre_retune`), or your own:
 `--define lr15='optimizer.lr=1.5e-3 algo.train_freq=8'`. With `--keep DIR`, a run already in DIR with the
-same composed config and seeds is reused, so a comparison can be re-read or extended without training again.
+same composed config and seeds is reused, so a comparison can be re-read or extended without training again;
+two runs of the script may fill one folder (e.g. the two settings on two cores): a run the other is training
+is waited for, then reused.
 
 Per preset: seeds whose 100-episode training mean reached the env's threshold within the budget (n/N), the
 median and the worst step at which they did, how many of those held it (final 100-episode mean still at the
