@@ -1,22 +1,25 @@
 """`python -m <module> ...` for the integration tests, as a child forked from an interpreter that has already
-imported torch, torch._dynamo, Hydra and rlrun.
+imported torch, torch._dynamo, Hydra and gymnasium.
 
 A fresh `python -m rlrun.train` spends about 4.5 of its first 6 seconds importing (torch 2 s, and torch._dynamo
 2 s, which the first optimizer pulls in); the suite starts a few hundred of them. `run_module` starts each
 as a child of multiprocessing's fork server with those modules preloaded, then runs the module as `python
 -m` would: `runpy` as `__main__`, sys.argv, sys.path with the working directory first, the environment
-given, PYTHONWARNINGS applied, stdout and stderr to files, non-daemon threads joined and atexit handlers
-run before it exits with the module's exit code; `start_module` is the Popen of it (pid, poll, wait,
-signals). What differs from a fresh interpreter: modules already imported. Tests of start-up itself (which
-modules a run imports, a signal during the imports, a closed pipe) use `subprocess` directly.
-RLRUN_TESTS_EXEC=1 runs every command as a real subprocess instead, to check that both agree (Windows,
-without a fork server, always does).
+given, PYTHONPATH and PYTHONWARNINGS applied (the warnings filters in the interpreter's order), stdout and
+stderr to files, threading's exit and atexit handlers run before it exits with the module's exit code;
+`start_module` is the Popen of it (pid, poll, wait, signals). What differs from a fresh interpreter: the
+preloaded modules (warnings they printed on import are not repeated), the hash seed (one for all children)
+and stdin (/dev/null). Tests of start-up itself (which modules a run imports, a signal during the imports, a
+closed pipe) use `subprocess` directly. RLRUN_TESTS_EXEC=1 runs every command as a real subprocess instead,
+to check that both agree (off Linux it always does).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import multiprocessing
+import multiprocessing.util  # noqa: F401  (its exit hook registers before ours, below)
 import os
 import signal
 import subprocess
@@ -24,26 +27,36 @@ import sys
 import tempfile
 from pathlib import Path
 
-PRELOAD = ["torch", "torch._dynamo", "hydra", "omegaconf", "gymnasium", "rlrun.cli", "rlrun.run"]
-# Read by the interpreter at start-up: a child forked from the server cannot take another value of these.
+# The heavy imports, and of rlrun's only modules that register nothing when imported (no OmegaConf resolver,
+# config schema or env id; tests/integration/test_launch.py checks): what a command registers happens in its
+# child as in a fresh process, so a command that misses a registration still fails here.
+PRELOAD = ["torch", "torch._dynamo", "torch.utils.tensorboard", "hydra", "omegaconf", "gymnasium", "filelock",
+           "tabulate", "rlrun.cli", "rlrun.training.build"]  # fmt: skip
+# The two start-up variables the child applies itself; any other that an env changes (or one read when the
+# preloaded modules were imported) makes a real subprocess (`_exec_instead`).
 _SET_AT_START = ("PYTHONWARNINGS", "PYTHONPATH")
+_FIXED_AT_START = ("PYTHON", "LANG", "LC_", "TMPDIR", "OMP_", "MKL_", "TORCH", "CUDA")
 
 _context: multiprocessing.context.ForkServerContext | None = None
-_fresh_path: list[str] = []
+_server_env: dict[str, str] = {}
+_fresh_path: list[str] = []  # a fresh interpreter's sys.path after its first entry
+_fresh_filters = 0  # how many warnings filters a fresh interpreter starts with
+_started: list[Started | subprocess.Popen] = []
 
 
 def _ensure_server() -> multiprocessing.context.ForkServerContext:
-    """The fork server, started once per pytest process with a clean PYTHONWARNINGS and PYTHONPATH."""
-    global _context, _fresh_path
+    """The fork server, started once per pytest process without PYTHONWARNINGS, -W options or PYTHONPATH."""
+    global _context, _server_env, _fresh_path, _fresh_filters
     if _context is None:
         clean = {k: v for k, v in os.environ.items() if k not in _SET_AT_START}
-        probe = "import json, sys; print(json.dumps(sys.path[1:]))"  # a fresh interpreter's path after its first entry
-        _fresh_path = json.loads(subprocess.run([sys.executable, "-c", probe], env=clean, capture_output=True,
-                                                text=True, check=True).stdout)  # fmt: skip
-        saved = dict(os.environ)
-        try:  # the server inherits the environment at its start
+        probe = "import json, sys, warnings; print(json.dumps([sys.path[1:], len(warnings.filters)]))"
+        _fresh_path, _fresh_filters = json.loads(subprocess.run([sys.executable, "-c", probe], env=clean,
+                                                 capture_output=True, text=True, check=True).stdout)  # fmt: skip
+        saved, options = dict(os.environ), list(sys.warnoptions)
+        try:  # the server inherits the environment and the -W options (sys.warnoptions) at its start
             os.environ.clear()
             os.environ.update(clean)
+            sys.warnoptions[:] = []
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(PRELOAD)
             from multiprocessing import forkserver
@@ -52,14 +65,27 @@ def _ensure_server() -> multiprocessing.context.ForkServerContext:
         finally:
             os.environ.clear()
             os.environ.update(saved)
-        _context = context
+            sys.warnoptions[:] = options
+        _context, _server_env = context, clean
     return _context
 
 
-def _child(argv: list[str], cwd: str, env: dict[str, str], path: list[str], out: str, err: str,
+def _kill_leftovers() -> None:
+    """A command a failed test left running would keep pytest from exiting (multiprocessing waits for its
+    children); a real Popen's would be orphaned. Kill them."""
+    for proc in _started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# Registered after multiprocessing's own exit hook (multiprocessing.util imports it), so it runs before it.
+atexit.register(_kill_leftovers)
+
+
+def _child(argv: list[str], cwd: str, env: dict[str, str], fresh: tuple[list[str], int], out: str, err: str,
            first: str | None) -> None:  # fmt: skip
     """In the forked child: become `python -m argv[0] argv[1:]` run in cwd with env, then exit with its code."""
-    import atexit
     import importlib
     import runpy
     import threading
@@ -76,9 +102,14 @@ def _child(argv: list[str], cwd: str, env: dict[str, str], path: list[str], out:
     os.environ.update(env)
     os.chdir(cwd)
     extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    path, startup_filters = fresh
     sys.path[:] = [cwd, *extra, *path]
-    if env.get("PYTHONWARNINGS"):
+    if env.get("PYTHONWARNINGS"):  # where the interpreter puts them: after the filters modules added since
+        added = len(warnings.filters) - startup_filters
+        imported, warnings.filters[:] = warnings.filters[:added], warnings.filters[added:]
         warnings._processoptions(env["PYTHONWARNINGS"].split(","))  # type: ignore[attr-defined]
+        warnings.filters[:0] = imported
+        warnings._filters_mutated()  # type: ignore[attr-defined]
     sys.argv = list(argv)
     code = 0
     try:
@@ -91,6 +122,9 @@ def _child(argv: list[str], cwd: str, env: dict[str, str], path: list[str], out:
         else:  # sys.exit("message"): printed, exit code 1, as the interpreter does
             print(e.code, file=sys.stderr)
             code = 1
+    except KeyboardInterrupt:  # the interpreter's way: the traceback, the exit below, then death by SIGINT
+        traceback.print_exc()
+        code = -signal.SIGINT
     except BaseException:
         traceback.print_exc()
         code = 1
@@ -98,6 +132,9 @@ def _child(argv: list[str], cwd: str, env: dict[str, str], path: list[str], out:
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
+    if code == -signal.SIGINT:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
     os._exit(code)
 
 
@@ -151,14 +188,17 @@ def start_module(module: str, *args: object, cwd: str | Path | None = None, env:
     env = dict(os.environ if env is None else env)
     if _exec_instead(env):
         pipe = subprocess.PIPE
-        return subprocess.Popen(command, stdout=pipe, stderr=pipe, text=True, cwd=cwd, env=env)
+        _started.append(subprocess.Popen(command, stdout=pipe, stderr=pipe, text=True, cwd=cwd, env=env))
+        return _started[-1]
     context = _ensure_server()
     tmp = tempfile.TemporaryDirectory(prefix="rlrun-test-")
     out, err = os.path.join(tmp.name, "stdout"), os.path.join(tmp.name, "stderr")
     argv, where = [module, *map(str, args)], os.path.abspath(cwd or os.getcwd())
-    child = context.Process(target=_child, args=(argv, where, env, _fresh_path, out, err, first))
+    child = context.Process(target=_child, args=(argv, where, env, (_fresh_path, _fresh_filters), out, err, first))
     child.start()
-    return Started(command, child, tmp)
+    _started[:] = [p for p in _started if p.returncode is None]  # those that ended: read and done with
+    _started.append(Started(command, child, tmp))
+    return _started[-1]
 
 
 def run_module(module: str, *args: object, cwd: str | Path | None = None, env: dict[str, str] | None = None,
@@ -175,10 +215,11 @@ def run_module(module: str, *args: object, cwd: str | Path | None = None, env: d
 
 
 def _exec_instead(env: dict[str, str]) -> bool:
-    """A real subprocess instead of a forked child: where asked (RLRUN_TESTS_EXEC=1), where there is no fork
-    server (Windows), or where env gives an interpreter start-up variable (other than the two the child
-    applies itself) another value than the fork server started with."""
-    if os.environ.get("RLRUN_TESTS_EXEC") == "1" or "forkserver" not in multiprocessing.get_all_start_methods():
+    """A real subprocess instead of a forked child: where asked (RLRUN_TESTS_EXEC=1), off Linux (no fork
+    server on Windows; on macOS forking after importing torch is unsafe), or where env gives a variable read at
+    start-up (other than the two the child applies itself) another value than the fork server started with."""
+    if os.environ.get("RLRUN_TESTS_EXEC") == "1" or sys.platform != "linux":  # macOS: fork after torch is unsafe
         return True
-    keys = {k for k in (*env, *os.environ) if k.startswith("PYTHON") and k not in _SET_AT_START}
-    return any(env.get(k) != os.environ.get(k) for k in keys)
+    started_with = _server_env if _context is not None else os.environ
+    keys = {k for k in (*env, *started_with) if k.startswith(_FIXED_AT_START) and k not in _SET_AT_START}
+    return any(env.get(k) != started_with.get(k) for k in keys)
