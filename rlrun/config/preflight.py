@@ -45,6 +45,7 @@ class Plan:
     run_dir: Path | None = None  # a single run's directory (claimed), or the run to resume
     resume: Path | None = None
     resume_overrides: list[str] = field(default_factory=list)
+    hydra_mode: RunMode | None = None  # the config's `hydra.mode` (None where the command line chooses)
 
 
 def hydra_quote(value: str) -> str:
@@ -267,7 +268,7 @@ def plan(argv: list[str]) -> Plan | None:
 
         agent_dirs.check(*dir_plan(task), run_dir, new=True)
         rundir.claim(run_dir, new=True)
-        return Plan(_pinned(argv, "hydra.run.dir", run_dir), run_dir=run_dir)
+        return Plan(_pinned(argv, "hydra.run.dir", run_dir), run_dir=run_dir, hydra_mode=base.hydra.mode)
     from rlrun.sweeps.batching import check_launcher, resumes_sweep  # imports torch: once the command is checked
 
     check_launcher(base.hydra.launcher)
@@ -282,7 +283,7 @@ def plan(argv: list[str]) -> Plan | None:
             f"{sweep_dir} holds no batched sweep (no .batched/); hydra.launcher.resume=true reruns a batched "
             "sweep into its own hydra.sweep.dir"
         )
-    return Plan(_pinned(argv, "hydra.sweep.dir", sweep_dir))
+    return Plan(_pinned(argv, "hydra.sweep.dir", sweep_dir), hydra_mode=base.hydra.mode)
 
 
 def _pinned(argv: list[str], key: str, path: Path) -> list[str]:

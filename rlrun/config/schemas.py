@@ -250,6 +250,10 @@ def experiment_name(exp_name: Any, algo_kind: Any = "dqn") -> str:
 
 def register_configs() -> None:
     """The schemas (in Hydra's ConfigStore) and the resolvers that conf/config.yaml uses; idempotent."""
+    names = [*SCHEMAS, *(f"schema_algo_{algo.name}" for algo in ALGORITHMS.values())]
+    repo = ConfigStore.instance().repo
+    if all(f"{n}.yaml" in repo for n in names) and all(OmegaConf.has_resolver(r) for r in RESOLVERS):
+        return
     OmegaConf.register_new_resolver("rlrun_slug", lambda s: str(s).replace("/", "-"), replace=True)
     # Run-dir part naming the seeds: seed3, or seeds3-10 for a batched run of 8.
     OmegaConf.register_new_resolver(
@@ -269,6 +273,7 @@ def register_configs() -> None:
         cs.store(name=f"schema_algo_{algo.name}", node=algo.schema)
 
 
+RESOLVERS = ("rlrun_slug", "rlrun_seeds", "rlrun_overrides", "rlrun_job_dir", "rlrun_exp_name")
 SCHEMAS = {
     "schema_run": RunConfig,
     "schema_env": EnvConfig,

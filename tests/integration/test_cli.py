@@ -199,3 +199,34 @@ def test_the_batched_launcher_counts_in_words():
         "1 job",
         "20 jobs",
     ]
+
+
+COUNT_COMPOSES = """
+import atexit, sys
+from hydra._internal.hydra import Hydra
+compose, modes = Hydra.compose_config, []
+def counted(self, *args, **kwargs):
+    modes.append(str(kwargs.get("run_mode")))
+    return compose(self, *args, **kwargs)
+Hydra.compose_config = counted
+atexit.register(lambda: print("composed", modes, file=sys.stderr))
+"""
+
+
+@pytest.mark.parametrize("sweep", [False, True])
+def test_a_command_composes_its_config_once_to_check_it_and_once_to_run_it(tmp_path, sweep):
+    """Hydra's app composes the whole config once just to read `hydra.mode` before composing it again to run
+    it (~0.2 s of every command); the preflight has read it. A sweep: its base config and each job's checked by
+    the preflight, then the base composed by Hydra's app (whose launcher composes each job its own way)."""
+    (tmp_path / "count_composes.py").write_text(COUNT_COMPOSES)
+    where = ["-m", f"hydra.sweep.dir={tmp_path / 'sweep'}", "seed=0,1"] if sweep else [f"hydra.run.dir={tmp_path}/run"]
+    proc = run_module("rlrun.train", *where, "total_steps=32", cwd=tmp_path, first="count_composes")
+    assert proc.returncode == 0, proc.stderr
+    composed = proc.stderr.strip().splitlines()[-1]
+    run = "RunMode.RUN"
+    if sweep:
+        assert composed == f"composed {[run, run, run, 'RunMode.MULTIRUN']}"
+    else:
+        assert composed == f"composed {[run, run]}"
+    saved = (tmp_path / ("sweep/seed=0" if sweep else "run") / ".hydra" / "hydra.yaml").read_text()
+    assert ("- hydra.mode=MULTIRUN" if sweep else "- hydra.mode=RUN") in saved  # as Hydra's own reading left it
