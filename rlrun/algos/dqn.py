@@ -145,6 +145,7 @@ def update_settings(cfg: DictConfig, generators: list, per_agent: PerAgent, targ
         "amp": d.amp,
         "compile": d.compile,
         "compile_mode": d.compile_mode,
+        "compile_optimizer": d.compile_optimizer,
         "noise_generator": generators[0] if len(generators) == 1 else generators,
     }
 

@@ -47,6 +47,7 @@ class UpdateStep:
         amp: str = "none",
         compile: bool = False,
         compile_mode: str = "default",
+        compile_optimizer: bool = False,
         noise_generator: Any = None,
     ):
         """`online`: a QNetwork or a stacked network (rlrun.nets.stacked: the same interface, `agents` = K).
@@ -81,6 +82,9 @@ class UpdateStep:
         self._cpu = self._online_params[0].device.type == "cpu"
         self._target_params: list[torch.Tensor] = [] if target is None else list(target.parameters())
         self._setup_acceleration(amp, compile, compile_mode)
+        # The optimizer's step compiled (torch.compile, on first use): torch's RMSprop and SGD have no fused
+        # kernel, and their per-tensor loops cost a CPU update of the MinAtar net as much as its backward pass.
+        self._optimizer_step = torch.compile(optimizer.step) if compile_optimizer else None
         persistent = online.state_dict().keys()  # excludes noise, which each net samples for itself
         self._buffer_pairs = (
             []
@@ -205,7 +209,7 @@ class UpdateStep:
             scaler.step(self.optimizer)
             scaler.update()
         else:
-            self.optimizer.step()
+            self._step_optimizer()
 
         if self.graph_mode:  # rlrun.training.graphs counts updates; syncs here only when every update syncs
             if self.target_update_period == 1:
@@ -222,6 +226,17 @@ class UpdateStep:
             "grad_norm": grad_norm,
             "priority": priority,
         }
+
+    def _step_optimizer(self) -> None:
+        if self._optimizer_step is not None and not self.graph_mode:  # a CUDA graph records the eager step
+            try:
+                self._optimizer_step()
+                return
+            except Exception as e:  # no compiler toolchain, an unsupported op, ...
+                warnings.warn(f"torch.compile of the optimizer step failed ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0][:200]}); continuing without it", stacklevel=2)  # fmt: skip
+                self._optimizer_step = None
+        self.optimizer.step()
 
     def enter_graph_mode(self) -> None:
         """Make `update` recordable as a CUDA graph (rlrun.training.graphs): no host sync inside it, the
@@ -270,5 +285,8 @@ class UpdateStep:
         self.online.load_state_dict(state["online"])
         if self.target is not None:
             self.target.load_state_dict(state["target"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        built = [g["lr"] for g in self.optimizer.param_groups]
+        self.optimizer.load_state_dict(state["optimizer"])  # sets each group's lr as saved: float or tensor
+        for group, lr in zip(self.optimizer.param_groups, built):  # a recorded or compiled step keeps its lr tensor
+            group["lr"] = lr.fill_(float(group["lr"])) if isinstance(lr, torch.Tensor) else float(group["lr"])
         self.updates, self.skipped = state["updates"], state["skipped"]

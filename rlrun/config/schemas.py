@@ -127,10 +127,10 @@ class SGDConfig:
 @dataclass
 class DeviceConfig:
     type: str = "auto"  # auto | cpu | cuda
-    # torch intra-op threads; null leaves torch's default (one per core). See rlrun/training/device.py.
-    threads: int | None = 1
+    threads: int | None = 1  # torch intra-op threads; null: torch's default (one per core). rlrun/training/device.py
     amp: str = "none"  # none | bf16 (autocast) | fp16 (autocast + GradScaler)
     compile: bool = False  # torch.compile the loss computation (forward, target, loss; backward via AOT)
+    compile_optimizer: bool = False  # torch.compile the optimizer step (RMSprop, SGD: torch has no fused kernel)
     compile_mode: str = "default"  # default | reduce-overhead | max-autotune
     cuda_graphs: bool = False  # CUDA only: record each update phase and the greedy forward as CUDA graphs
 

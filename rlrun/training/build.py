@@ -34,15 +34,10 @@ from rlrun.nets.stacked import stack_networks
 from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer, StackedPrioritizedReplayBuffer, StackedReplayBuffer
 from rlrun.replay.frames import FrameStore
 from rlrun.replay.rollout import Rollout
+from rlrun.training import optimizer as optimizers
 from rlrun.training.device import keep_freed_memory, resolve_device, set_threads
 from rlrun.training.parts import LoopSettings, Parts
 from rlrun.training.population import Population, run_overrides, write_agent_hydra_dir
-
-OPTIMIZERS = {
-    "torch.optim.Adam": torch.optim.Adam,
-    "torch.optim.RMSprop": torch.optim.RMSprop,
-    "torch.optim.SGD": torch.optim.SGD,
-}
 
 
 def seed_everything(seed: int) -> None:
@@ -128,29 +123,14 @@ def make_network(cfg: DictConfig, obs_shape, n_actions: int, device) -> QNetwork
 
 
 def make_optimizer(cfg: DictConfig, network: torch.nn.Module, capturable: bool = False) -> torch.optim.Optimizer:
-    """The `optimizer` group's optimizer. `capturable`: steps recordable in a CUDA graph (rlrun.training.graphs):
-    step counts and the learning rate held on the device (the lr as a tensor that the schedule fills)."""
-    cls = OPTIMIZERS[cfg.optimizer._target_]
-    kwargs = options(cfg.optimizer)
-    if capturable and cls is not torch.optim.SGD:  # SGD keeps no step count and needs no flag
-        kwargs["capturable"] = True
-        kwargs["lr"] = torch.tensor(kwargs["lr"], device=next(network.parameters()).device)
-    lrs, end_factors = (
-        rlrun.training.agents.values(cfg, "optimizer.lr"),
-        rlrun.training.agents.values(cfg, "algo.lr_end_factor"),
-    )
-    if isinstance(lrs, list) or isinstance(end_factors, list):  # an lr (schedule) per agent: a group each
-        params = list(network.parameters())
-        kwargs.pop("lr")
-        k = len(agent_seeds(cfg))
-        per_agent_lrs = lrs if isinstance(lrs, list) else [lrs] * k
-        per_agent_ends = end_factors if isinstance(end_factors, list) else [end_factors] * k
-        split = rlrun.training.agents.explored(cfg, "optimizer.lr")  # PBT changes each agent's lr on its own
-        groups = rlrun.training.agents.agent_param_groups(params, per_agent_lrs, per_agent_ends, split)
-        optimizer = cls(groups, **kwargs)
-        rlrun.training.agents.link_view_grads(optimizer, params)
-        return optimizer
-    return cls(network.parameters(), **kwargs)
+    """The `optimizer` group's optimizer (rlrun.training.optimizer): an lr schedule per agent where agents have
+    their own; the lr in a tensor for a recorded (`capturable`) or compiled step (`device.compile_optimizer`)."""
+    agents = rlrun.training.agents
+    lrs, ends = agents.values(cfg, "optimizer.lr"), agents.values(cfg, "algo.lr_end_factor")
+    split = agents.explored(cfg, "optimizer.lr")  # PBT changes each agent's lr on its own
+    tensor_lr = capturable or cfg.device.compile_optimizer
+    return optimizers.make_optimizer(cfg.optimizer._target_, options(cfg.optimizer), network, lrs, ends,
+                                     len(agent_seeds(cfg)), split, capturable, tensor_lr)  # fmt: skip
 
 
 def make_replay(cfg: DictConfig, seeds: list[int], obs_shape, obs_dtype: torch.dtype, generators, device):

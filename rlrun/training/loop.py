@@ -31,7 +31,7 @@ from rlrun.training import trainer_state
 from rlrun.training.agents import group_agents
 from rlrun.training.evaluation import evaluate
 from rlrun.training.graphs import GraphedActor, GraphedUpdates
-from rlrun.training.parts import LoopSettings, Parts, group_lrs
+from rlrun.training.parts import LoopSettings, Parts, group_lrs, set_group_lrs
 from rlrun.training.population import Population
 
 log = logging.getLogger(__name__)
@@ -93,13 +93,7 @@ class Trainer:
         s, p = self.settings, self.parts
         learner, buffer, frames = p.learner, p.buffer, p.frames
         if s.lr_end_factor != 1.0:  # one value, or one per agent (param groups: runs of agents, rlrun.training.agents)
-            lrs = group_lrs(s.lr, s.lr_end_factor, s.total_steps, step)
-            for group in learner.optimizer.param_groups:
-                lr = lrs[group["agents"][0]] if "agents" in group else lrs[0]
-                if isinstance(group["lr"], torch.Tensor):  # a capturable optimizer's (CUDA graphs)
-                    group["lr"].fill_(lr)
-                else:
-                    group["lr"] = lr
+            set_group_lrs(learner.optimizer, group_lrs(s.lr, s.lr_end_factor, s.total_steps, step))
         beta = buffer.beta(step, s.total_steps) if buffer.prioritized else 1.0
         if self.graphed is not None:
             for measured in self.graphed.run(beta):

@@ -77,3 +77,14 @@ def group_lrs(lr: float | list[float], end_factor: float | list[float], total_st
     n = max(len(lrs), len(ends))
     lrs, ends = (v * n if len(v) == 1 else v for v in (lrs, ends))
     return [lr * schedules.linear(1.0, end, total_steps, step) for lr, end in zip(lrs, ends)]
+
+
+def set_group_lrs(optimizer: Any, lrs: list[float]) -> None:
+    """Each param group's lr from `lrs` (one, or one per agent: a group's first agent's). An lr held as a tensor
+    (a CUDA-graphed or compiled step reads that tensor) is filled in place: a new value would not reach it."""
+    for group in optimizer.param_groups:
+        lr = lrs[group["agents"][0]] if "agents" in group else lrs[0]
+        if isinstance(group["lr"], torch.Tensor):
+            group["lr"].fill_(lr)
+        else:
+            group["lr"] = lr

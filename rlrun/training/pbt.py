@@ -30,7 +30,7 @@ import torch
 from rlrun.config.pbt import flat_space
 from rlrun.errors import NonFiniteError
 from rlrun.storage import rundir
-from rlrun.training.parts import group_lrs
+from rlrun.training.parts import group_lrs, set_group_lrs
 
 log = logging.getLogger(__name__)
 CSV = "pbt.csv"
@@ -85,9 +85,8 @@ class PBT:
                 elif key == "exploration.end":
                     s.epsilon_end[k] = values[k]
         if "optimizer.lr" in self.values:
-            lrs = group_lrs(s.lr, s.lr_end_factor, s.total_steps, trainer.step)
-            for group in learner.optimizer.param_groups:  # one group per agent (rlrun.training.agents.values)
-                group["lr"] = lrs[group["agents"][0]]
+            # one group per agent (rlrun.training.agents.values)
+            set_group_lrs(learner.optimizer, group_lrs(s.lr, s.lr_end_factor, s.total_steps, trainer.step))
 
     # --- rounds ------------------------------------------------------------------------------------------
     def fitness(self, population: Any) -> list[float]:
