@@ -46,6 +46,7 @@ def make_optimizer(
     else:
         optimizer = cls(network.parameters(), **kwargs)
     if tensor_lr:
+        device = next(network.parameters()).device
         for group in optimizer.param_groups:
-            group["lr"] = torch.tensor(float(group["lr"]), device=next(network.parameters()).device)
+            group["lr"] = torch.tensor(float(group["lr"]), device=device)
     return optimizer
