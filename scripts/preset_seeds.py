@@ -51,6 +51,9 @@ PRESETS = {
     "noisy": (["network=noisy"], 100_000),
     "rainbow": (["+experiment=rainbow"], 100_000),
     "pqn": (["+experiment=pqn_cartpole"], 500_000),
+    "dueling_per": (["network=dueling", "buffer=per"], 100_000),
+    "c51": (["network=c51"], 100_000),
+    "mdqn": (["algo=mdqn"], 100_000),
 }
 # Each retuned preset's settings before the robustness retune of 2026-12-02 (commit 6f4c82c and after), as
 # overrides of today's: what a retune has to beat in the paired check.
