@@ -135,13 +135,15 @@ def run_process(name: str, first: int, seeds: int, out: Path) -> tuple[dict, flo
     return json.loads((out / "summary.json").read_text()), time.perf_counter() - start
 
 
-def run_preset(name: str, first: int, seeds: int, root: Path, per_process: int) -> tuple[dict, float]:
+def run_preset(name: str, first: int, seeds: int, root: Path, per_process: int | None) -> tuple[dict, float]:
     """The variant's `seeds` agents under root/name, `per_process` of them batched in each process (one after
-    another): the agents' summaries merged, each agent's folder under "dirs", and the summed wall time.
-    Batching more agents per process costs more than proportionally once their tensors outgrow the caches
-    (QR-DQN on CartPole: 100 agents step 15x slower than 20), hence the split."""
+    another, each in its chunk's folder root/name/seeds<a>-<b>, even a single chunk, so that two runs of the
+    script can fill one folder from both ends; None: all in one process, in root/name): the agents' summaries
+    merged, each agent's folder under "dirs", and the summed wall time. Batching more agents per process
+    costs more than proportionally once their tensors outgrow the caches (QR-DQN on CartPole: 100 agents step
+    15x slower than 20), hence the split."""
     out = root / name
-    if per_process >= seeds:
+    if per_process is None:
         summary, wall = run_process(name, first, seeds, out)
         return {"agents": summary["agents"], "dirs": {s: out / f"seed={s}" for s in summary["agents"]}}, wall
     merged: dict = {"agents": {}, "dirs": {}}
@@ -271,12 +273,12 @@ def main() -> None:
         root = args.keep or Path(tmp)
         rows = []
         for name in names:
-            summary, wall = run_preset(name, args.first, args.seeds, root, args.per_process or args.seeds)
+            summary, wall = run_preset(name, args.first, args.seeds, root, args.per_process)
             steps[name] = solve_steps(summary)
             rows.append(figures(name, summary, wall))
             print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     report(
-        f"presets on seeds {args.first}-{args.first + args.seeds - 1} (seeds={args.seeds} in one process)",
+        f"presets on seeds {args.first}-{args.first + args.seeds - 1} ({args.per_process or args.seeds} per process)",
         [
             "preset",
             "solved (95% interval)",

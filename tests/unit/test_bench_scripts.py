@@ -102,3 +102,26 @@ def test_preset_seeds_waits_for_the_process_that_owns_a_chunk(tmp_path, capsys):
     assert "waiting for it to end" in capsys.readouterr().err
     wait_for_owner(tmp_path)  # free now: no wait, no message
     assert capsys.readouterr().err == ""
+
+
+def test_preset_seeds_puts_a_single_chunk_in_its_chunk_folder(tmp_path, monkeypatch):
+    """With --per-process, every process's agents go to root/<variant>/seeds<a>-<b>, a single chunk too: so
+    `--seeds 10 --first 7090 --per-process 10` fills the top chunk of a folder that a `--seeds 100
+    --per-process 10` run fills from the bottom (it trained in root/<variant> itself before, which rlrun
+    refused as a run directory holding other runs). Without --per-process all agents run in root/<variant>."""
+    import preset_seeds
+
+    outs = []
+
+    def fake_process(name, first, seeds, out):
+        outs.append(out.relative_to(tmp_path).as_posix())
+        return {"agents": {str(s): {} for s in range(first, first + seeds)}}, 1.0
+
+    monkeypatch.setattr(preset_seeds, "run_process", fake_process)
+    merged, wall = preset_seeds.run_preset("iqn", 7090, 10, tmp_path, 10)
+    assert outs == ["iqn/seeds7090-7099"] and wall == 1.0
+    assert merged["dirs"]["7090"] == tmp_path / "iqn" / "seeds7090-7099" / "seed=7090"
+    preset_seeds.run_preset("iqn", 7000, 25, tmp_path, 10)
+    assert outs[1:] == ["iqn/seeds7000-7009", "iqn/seeds7010-7019", "iqn/seeds7020-7024"]
+    preset_seeds.run_preset("iqn", 7000, 25, tmp_path, None)
+    assert outs[4:] == ["iqn"]
