@@ -54,6 +54,8 @@ SETTINGS = {
     # the same recipe scaled to a 1M-frame budget, as purejaxql scales it: epsilon's decay over the first
     # 10% of the frames, the lr's linear decay over all of them (total_steps)
     "pqn_1m": ["+experiment=pqn_minatar", "exploration.duration=100000"],
+    # the DQN preset with one update per four frames (Dopamine's and Revisiting Rainbow's MinAtar period)
+    "preset_tf4": ["env=minatar", "algo.train_freq=4"],
 }
 
 
@@ -62,7 +64,8 @@ def setting_overrides(setting: str) -> list[str]:
 
 
 def label_of(setting: str) -> str:
-    return setting if setting in SETTINGS else re.sub(r"[^A-Za-z0-9_.=-]+", "_", setting)
+    """The setting's folder label: no '=', which Hydra's override grammar refuses in hydra.run.dir."""
+    return setting if setting in SETTINGS else re.sub(r"[^A-Za-z0-9_.-]+", "_", setting)
 
 
 # --- learning runs -------------------------------------------------------------------------------------------
