@@ -251,14 +251,14 @@ class Trainer:
                 if step >= learning_starts and iteration % update_every == 0 and len(buffer) >= batch_size:
                     self.update_phase(step, iteration, obs, phase_updates)
 
+                if crossed(eval_interval) or (eval_interval and step >= total_steps):
+                    self.evaluate(step)  # before the log: its progress line shows this evaluation
+
                 if crossed(log_interval) or step >= total_steps:
                     now = time.perf_counter()
                     sps = (step - last_log_step) / max(now - last_log_time, 1e-9)  # env steps per agent
                     last_log_time, last_log_step = now, step
                     self.log(step, sps)
-
-                if crossed(eval_interval) or (eval_interval and step >= total_steps):
-                    self.evaluate(step)
                 if pbt is not None and crossed(pbt_interval) and step < total_steps:
                     pbt.round(self, step)
 
