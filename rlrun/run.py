@@ -82,6 +82,11 @@ def _train(cfg: DictConfig, out_dir: Path, resume: dict | None, record: bool) ->
     if record:
         record_config(cfg, out_dir)
     log.info(start_line(out_dir, parts.device, population.agents, resume_step, settings.total_steps))
+    info, warnings = settings.budget_notes(parts.buffer)
+    for line in info:
+        log.info(line)
+    for line in warnings:
+        log.warning(line)
     try:
         return trainer.run()
     finally:
