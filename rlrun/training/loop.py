@@ -61,7 +61,7 @@ class Trainer:
             )
             obs_space = envs.single_observation_space
             self.actor = GraphedActor(self.actor, (envs.num_envs, *obs_space.shape), obs_space.dtype, parts.device)
-        self.window = MetricWindow()
+        self.window = MetricWindow(rollout=settings.rollout)
         self.step, self.iteration = 0, 0
         self.signal: int | None = None
         if resume is None:
@@ -165,7 +165,8 @@ class Trainer:
         if self.graphed is not None:  # the device-side non-finite flag, read with the metrics
             self._check_graphed(step)
         per_agent = self.window.read(buffer.stats() if self.window and buffer.prioritized else None)
-        per_agent["replay/size"] = buffer.sizes.tolist()
+        if not s.rollout:  # PQN's rollout is full at every update: its fill says nothing
+            per_agent["replay/size"] = buffer.sizes.tolist()
         groups = learner.optimizer.param_groups
         if "agents" in groups[0]:  # an lr per agent (rlrun.training.agents.agent_param_groups)
             per_agent["charts/learning_rate"] = [
