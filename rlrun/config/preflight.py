@@ -21,6 +21,7 @@ from hydra import compose as hydra_compose
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import MissingConfigException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -76,6 +77,11 @@ def compose(overrides: list[str], source: ConfigSource = RLRUN_CONFIG) -> DictCo
         overrides = integral_overrides(overrides, source)
     try:
         return _hydra_compose(overrides, source)
+    except MissingConfigException as e:
+        if e.options and e.missing_cfg_file:  # `network=foo`: rlrun's line, naming the group's options
+            group, _, option = e.missing_cfg_file.rpartition("/")
+            raise ConfigError(group, option, "one of " + ", ".join(e.options)) from None
+        raise CompositionError(_explained(e, overrides, source)) from None
     except Exception as e:  # Hydra's and OmegaConf's composition errors of every kind
         raise CompositionError(_explained(e, overrides, source)) from None
 

@@ -169,6 +169,19 @@ def test_doctor_reports_versions():
     assert torch.__version__ in proc.stdout
 
 
+@pytest.mark.parametrize(
+    "override,line",
+    [
+        ("network=foo", "network='foo': allowed one of c51, cnn, dueling, iqn, minatar, mlp, noisy, qrdqn."),
+        ("+experiment=foo", "experiment='foo': allowed one of atari_fast, minatar_paper, pqn_atari, pqn_cartpole,"),
+    ],
+)
+def test_an_unknown_group_option_is_one_line_naming_the_options(tmp_path, override, line):
+    proc = in_process("rlrun.train", override, f"hydra.run.dir={tmp_path / 'run'}", rc=2)
+    assert proc.stderr.startswith(f"rlrun: Invalid config value {line}") and proc.stderr.count("\n") == 1, proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def test_doctor_lists_every_extra_and_takes_flags_as_a_command_does(tmp_path):
     doctor = [sys.executable, "-m", "rlrun.doctor"]
     proc = subprocess.run([*doctor, "--help"], capture_output=True, text=True, timeout=120)
