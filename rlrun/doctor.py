@@ -38,7 +38,9 @@ def requirements() -> tuple[list[str], dict[str, list[str]]]:
         return [], {}
     required = [r.name for r in reqs if r.marker is None and r.name != "torch"]  # torch has rows of its own
     optional = {
-        extra: [r.name for r in reqs if r.name != "rlrun" and r.marker is not None and r.marker.evaluate({"extra": extra})]
+        extra: [
+            r.name for r in reqs if r.name != "rlrun" and r.marker is not None and r.marker.evaluate({"extra": extra})
+        ]
         for extra in extras
         if extra not in DEV_EXTRAS
     }

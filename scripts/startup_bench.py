@@ -1,6 +1,7 @@
 """Whole-process time of a short run: `python -m rlrun.train` against CleanRL's DQN at the same settings.
 
     python scripts/startup_bench.py [--steps 2000 50000] [--reps 5] [--cpu 0] [--base /path/to/other/checkout]
+                                    [--also log.plot=false]   # rlrun once more with these overrides
 
 Each contestant is one process from start to exit (imports, config, the run, its files), on CartPole-v1 with
 CleanRL's `dqn.py` defaults (one env, a 120-84 MLP, batch 128, an update every 10 steps after 10,000,
@@ -33,12 +34,12 @@ def rlrun_overrides(steps: int) -> list[str]:
     """CleanRL's settings in rlrun's keys (benchlib.runs), with rlrun's own outputs on but evaluations."""
     settings = {**PEER_SETTINGS["cleanrl_defaults"], "steps": steps}
     kept = [o for o in rlrun_peer_overrides(settings) if not o.startswith(("log.plot", "checkpoint.every"))]
-    return [*kept, "log.progress_bar=false"]
+    return [o.replace("algo.loss=huber", "algo.loss=mse") for o in kept] + ["log.progress_bar=false"]  # CleanRL's
 
 
-def rlrun_run(python: str, root: Path, steps: int, pin: list[str]) -> float:
+def rlrun_run(python: str, root: Path, steps: int, pin: list[str], also: tuple[str, ...] = ()) -> float:
     with tempfile.TemporaryDirectory() as out:
-        cmd = [*pin, python, "-m", "rlrun.train", *rlrun_overrides(steps), f"hydra.run.dir={out}/run"]
+        cmd = [*pin, python, "-m", "rlrun.train", *rlrun_overrides(steps), *also, f"hydra.run.dir={out}/run"]
         return run_processes([cmd], cwd=root).wall
 
 
@@ -54,6 +55,7 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--cpu", type=int, default=0, help="the core every process is pinned to")
     p.add_argument("--base", type=Path, help="another checkout of rlrun (with its .venv) to time as well")
+    p.add_argument("--also", nargs="+", default=[], help="overrides of one more rlrun contestant (log.plot=false)")
     args = p.parse_args()
     pin = ["taskset", "-c", str(args.cpu)] if shutil.which("taskset") else []
     rows = []
@@ -64,7 +66,10 @@ def main() -> None:
         }
         if args.base is not None:
             base_python = str(args.base / ".venv" / "bin" / "python")
-            contestants["rlrun (base)"] = lambda s=steps: rlrun_run(base_python, args.base, s, pin)
+            contestants["rlrun (base)"] = lambda s=steps, py=base_python: rlrun_run(py, args.base, s, pin)
+        if args.also:
+            also = tuple(args.also)
+            contestants[f"rlrun {' '.join(also)}"] = lambda s=steps, a=also: rlrun_run(sys.executable, ROOT, s, pin, a)
         times = alternate(contestants, args.reps)
         ref = statistics.median(times["cleanrl"])
         for name, values in times.items():

@@ -38,7 +38,7 @@ def _handlers(logger: logging.Logger) -> Iterator[logging.Handler]:
     current: logging.Logger | None = logger
     while current is not None:
         yield from current.handlers
-        current = current.parent if current.propagate else None  # type: ignore[assignment]
+        current = current.parent if current.propagate else None
 
 
 @contextmanager

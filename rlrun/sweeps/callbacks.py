@@ -38,12 +38,12 @@ def backend_lines(sweep_dir: Path) -> list[str]:
     from rlrun.storage import summary as run_summary
     from rlrun.training.jobs import backend_lines as run_lines
 
-    summaries = []
+    summaries: list[dict[str, Any]] = []
     for path in sorted(sweep_dir.rglob(run_summary.FILE)):
         try:
             summary = run_summary.read(path.parent)
         except (OSError, run_summary.DamagedJob):
             continue
         if summary.get("logged_to"):  # a job's (or agent's) own: not a batched run's summary of its agents
-            summaries.append(summary)
+            summaries.append(dict(summary))
     return run_lines(summaries, sweep_dir) if summaries else []

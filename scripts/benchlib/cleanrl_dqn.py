@@ -79,7 +79,7 @@ if __name__ == "__main__":
     writer = SummaryWriter(f"{args.runs_dir}/{run_name}")
     writer.add_text(
         "hyperparameters",
-        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+        "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
     )
     random.seed(args.seed)
     np.random.seed(args.seed)
