@@ -124,7 +124,7 @@ def test_help_lists_groups_and_describes_every_key_without_importing_torch():
 
 
 BAD_INPUT = [
-    (["network=foo"], "network", "Available options"),
+    (["network=foo"], "network", "allowed one of c51, cnn, dueling"),
     (["optimizer.lr=-1"], "optimizer.lr", "a number > 0"),
     (["algo.gamma=abc"], "algo.gamma", "abc"),
     (["algo.nonsense=1"], "algo.nonsense", "Could not override"),
