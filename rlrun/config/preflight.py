@@ -21,12 +21,11 @@ from hydra import compose as hydra_compose
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import MissingConfigException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlrun.config.appconfig import RLRUN_CONFIG, ConfigSource, initialized
-from rlrun.config.overrides import integral, may_be_integral, nearest_key
+from rlrun.config.overrides import integral, may_be_integral, nearest_key, unknown_option
 from rlrun.config.replay_memory import check_replay, stored_obs_itemsize
 from rlrun.config.schemas import register_configs
 from rlrun.config.validate import validate
@@ -77,13 +76,8 @@ def compose(overrides: list[str], source: ConfigSource = RLRUN_CONFIG) -> DictCo
         overrides = integral_overrides(overrides, source)
     try:
         return _hydra_compose(overrides, source)
-    except MissingConfigException as e:
-        if e.options and e.missing_cfg_file:  # `network=foo`: rlrun's line, naming the group's options
-            group, _, option = e.missing_cfg_file.rpartition("/")
-            raise ConfigError(group, option, "one of " + ", ".join(e.options)) from None
-        raise CompositionError(_explained(e, overrides, source)) from None
     except Exception as e:  # Hydra's and OmegaConf's composition errors of every kind
-        raise CompositionError(_explained(e, overrides, source)) from None
+        raise (unknown_option(e) or CompositionError(_explained(e, overrides, source))) from None
 
 
 def _hydra_compose(overrides: list[str], source: ConfigSource) -> DictConfig:
