@@ -14,7 +14,14 @@ import yaml
 import rlrun
 from rlrun.run import train
 
-TINY = ["total_steps=640", "algo.learning_starts=100", "log.plot=false", "logger=[]", "log.progress_bar=false"]
+TINY = [
+    "total_steps=640",
+    "algo.learning_starts=100",
+    "exploration.duration=300",
+    "log.plot=false",
+    "logger=[]",
+    "log.progress_bar=false",
+]
 LINES = ["log.progress_interval=0", "log.interval=320", "eval.interval=320", "eval.episodes=2"]
 
 
