@@ -200,10 +200,11 @@ def _labelled(rows: list[dict[str, Any]]) -> None:
     """Each row's `settings` (the keys that differ between the jobs, seed excluded, each with its value) and
     `configuration` (them as `k=v ...`, after a PBT population's label): settings given to every job, and
     what a PBT population explores, do not clutter the labels."""
-    keys = {k for r in rows for k in r["overrides"] if not quiet_key(k, (*QUIET_KEYS, "pbt", "pbt."))}
+    keys = {k for r in rows for k in r["overrides"] if not quiet_key(k, (*QUIET_KEYS, "seeds", "pbt", "pbt."))}
     keys |= set(GROUP_LABELS)
     values = [{k: _setting(r, k) for k in keys if k not in r["explored"]} for r in rows]
-    varying = sorted(k for k in keys if len({v[k] for v in values if k in v}) > 1)
+    # a key differs between jobs where it takes two values, or where PBT explored it in some jobs only
+    varying = sorted(k for k in keys if len({v.get(k) for v in values}) > 1 and any(k in v for v in values))
     for r, v in zip(rows, values):
         r["settings"] = {k: v[k] for k in varying if k in v}
         label = " ".join(f"{k}={value}" for k, value in r["settings"].items())
