@@ -35,6 +35,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 import rlrun
 from rlrun.config import preflight, schemas as config
 from rlrun.config.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSource
+from rlrun.config.argv import normalized_argv
 from rlrun.config.schemas import register_configs
 from rlrun.errors import ConfigError
 from rlrun.storage import rundir
@@ -72,7 +73,7 @@ def main() -> None:
     if "--version" in sys.argv[1:]:  # rlrun's, with Hydra's (Hydra's own flag would print only its version)
         print(f"rlrun {rlrun.__version__} (Hydra {hydra.__version__})")
         return
-    args = sys.argv[1:] = preflight.normalized_argv(sys.argv[1:])  # total_steps=1e5: an integer
+    args = sys.argv[1:] = normalized_argv(sys.argv[1:])  # total_steps=1e5: an integer
     if "--help" in args or "-h" in args:
         try:
             print_help(args)

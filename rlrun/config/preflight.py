@@ -15,7 +15,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from hydra import compose as hydra_compose
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -95,52 +95,6 @@ def integral_overrides(overrides: list[str], source: ConfigSource) -> list[str]:
     except Exception:  # the error is reported when the whole command line is composed
         return overrides
     return integral(overrides, defaults)
-
-
-class _ArgvError(Exception):
-    """argparse's usage error, raised instead of printed: Hydra's app prints it, once."""
-
-
-def grouped_argv(argv: list[str]) -> list[str]:
-    """`argv` as Hydra's parser reads it: its flags (`-m`, `--cfg job`, `-cn name`, ...) first, then every
-    override in its order. Hydra's argparse reads the overrides as one block, so `a=1 -m b=2` (compose's
-    `train` service puts `device=cuda` before the user's `-m ...`) and an override the preflight appends
-    after a trailing `-m` would be refused; read intermixed, flags may stand anywhere. A line argparse refuses
-    is returned as it is, for Hydra to report."""
-    parser = get_args_parser()
-
-    def refuse(message: str) -> NoReturn:
-        raise _ArgvError(message)
-
-    parser.error = refuse  # type: ignore[method-assign]
-    try:
-        args = parser.parse_intermixed_args(argv)
-    except (_ArgvError, SystemExit):
-        return argv
-    flags: list[str] = []
-    for action in parser._actions:
-        value = getattr(args, action.dest, None)
-        if not action.option_strings or value is None or value == action.default:
-            continue
-        flags += [action.option_strings[0]] if action.nargs == 0 else [action.option_strings[0], str(value)]
-    return flags + list(args.overrides)
-
-
-def normalized_argv(argv: list[str]) -> list[str]:
-    """A command line with its integral float literals of integer keys as integers (`total_steps=1e5`),
-    for Hydra's app, which reads the command line itself; its flags before its overrides (`grouped_argv`)."""
-
-    argv = grouped_argv(argv)
-    if not any(may_be_integral(a) for a in argv):  # nothing to read (and argparse's --version would print)
-        return argv
-    try:
-        args = get_args_parser().parse_args(argv)
-    except SystemExit:  # argparse's own usage error: Hydra reports it
-        return argv
-    if not any(may_be_integral(o) for o in args.overrides):
-        return argv
-    fixed = dict(zip(args.overrides, integral_overrides(args.overrides, ConfigSource.from_args(args))))
-    return [fixed.get(a, a) for a in argv]
 
 
 def _explained(error: Exception, overrides: list[str], source: ConfigSource) -> str:

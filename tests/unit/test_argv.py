@@ -1,9 +1,9 @@
-"""Hydra's flags anywhere on rlrun's command line: `preflight.grouped_argv` puts them before the overrides,
+"""Hydra's flags anywhere on rlrun's command line: `rlrun.config.argv.grouped_argv` puts them before the overrides,
 the one block Hydra's argparse reads."""
 
 import pytest
 
-from rlrun.config.preflight import grouped_argv
+from rlrun.config.argv import grouped_argv
 
 
 @pytest.mark.parametrize(
