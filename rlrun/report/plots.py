@@ -216,8 +216,8 @@ def plot_sensitivity(points: pd.DataFrame, path: Path):
         ax, d = axes[i, j], points[(points["env"] == env) & (points["key"] == key)]
         for others, line in d.groupby("others", sort=True):
             line = line.sort_values("value")
-            below, above = line["iqm"] - line["ci95_low"], line["ci95_high"] - line["iqm"]
-            ax.errorbar(line["value"], line["iqm"], yerr=[below, above], color=colors[others], marker="o", capsize=4)
+            x, iqm, low, high = (line[c].to_numpy(float) for c in ("value", "iqm", "ci95_low", "ci95_high"))
+            ax.errorbar(x, iqm, yerr=np.stack([iqm - low, high - iqm]), color=colors[others], marker="o", capsize=4)
             n = sorted(set(line["seeds"]))
             entries[f"{others} (n={n[0]}" + (f"-{n[-1]})" if len(n) > 1 else ")")] = colors[others]
         if log_axis(d["value"]):

@@ -3,6 +3,7 @@ sensitivity figure (rlrun.report.aggregate.sensitivity), on made-up run director
 
 import json
 import os
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -225,7 +226,11 @@ def test_the_sensitivity_figure_is_written_and_linear_where_settings_span_less_t
         for seed in range(3):
             over = [f"algo.gamma={gamma}", f"seed={seed}"]
             make_run(tmp_path / f"g{gamma}s{seed}", seed, 10.0 * gamma + seed, over, {"algo": {"gamma": gamma}})
-    write_report(tmp_path, reps=100)
+    over = ["algo.gamma=0.95", "network=dueling", "seed=0"]  # a line of one point
+    make_run(tmp_path / "dueling", 0, 5.0, over, {"algo": {"gamma": 0.95}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pandas' and matplotlib's deprecations too
+        write_report(tmp_path, reps=100)
     assert (tmp_path / "sensitivity.png").read_bytes()[:4] == b"\x89PNG"
     from rlrun.report.plots import log_axis
 
