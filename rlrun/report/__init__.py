@@ -170,4 +170,5 @@ def main(argv: list[str] | None = None) -> None:
         print(f"rlrun.report: cannot write the report into {out or args.folders[0]} ({e})", file=sys.stderr)
         sys.exit(4)
     print(text)
-    print(f"rlrun.report: written into {out or args.folders[0]}", file=sys.stderr)
+    if args.out is None and out is not None:  # a folder the user did not name
+        print(f"rlrun.report: written into {out}", file=sys.stderr)
