@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--out",
         type=Path,
+        metavar="DIR",
         help="the folder to write the report into (made if missing); by default the one folder given, and "
         "for several folders a new outputs/reports/<time> under the current directory",
     )
