@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from rlrun.config.appconfig import RLRUN_CONFIG, ConfigSource, initialized
 from rlrun.config.overrides import integral, may_be_integral, nearest_key
 from rlrun.config.replay_memory import check_replay, stored_obs_itemsize
+from rlrun.config.runnames import check_exp_name
 from rlrun.config.schemas import register_configs
 from rlrun.config.validate import validate
 from rlrun.envs.pixels import check_ale, check_image_obs
@@ -261,6 +262,7 @@ def plan(argv: list[str]) -> Plan | None:
                 resume_overrides=[o for o in overrides if not o.lstrip("+~").startswith(("resume=", "hydra"))],
             )
         check_job(task, {})
+        check_exp_name(task.exp_name)  # a new run's directory is named after it
         run_dir = Path(str(base.hydra.run.dir))
         rundir.check_new(run_dir)
         from rlrun.storage import agent_dirs  # imports torch: once the command is checked
@@ -273,11 +275,14 @@ def plan(argv: list[str]) -> Plan | None:
 
     check_launcher(base.hydra.launcher)
     probed: dict[Any, Any] = {}
+    check_exp_name(task_config(base).exp_name)  # the sweep's directory is named after it
     for job in job_overrides(overrides, str(base.hydra.sweeper._target_)):
         check_job(task_config(compose(job, source)), probed)
     sweep_dir = Path(str(base.hydra.sweep.dir))
     if not resumes_sweep(base.hydra.launcher):
         rundir.check_new(sweep_dir)
+    elif (sweep_dir / ".batched").is_symlink():  # another sweep's groups: never resumed or written through it
+        rundir.check_unlinked([sweep_dir / ".batched"], sweep_dir)
     elif sweep_dir.exists() and any(sweep_dir.iterdir()) and not (sweep_dir / ".batched").is_dir():
         raise rundir.RunDirError(  # the rerun of a batched sweep goes into its own directory, and only there
             f"{sweep_dir} holds no batched sweep (no .batched/); hydra.launcher.resume=true reruns a batched "

@@ -191,6 +191,24 @@ def open_append(path: Path) -> IO[str]:
     return os.fdopen(fd, "a", newline="")
 
 
+def linked_part(path: Path, root: Path) -> Path | None:
+    """The first of `path` and its parents below `root` (not `root` itself) that is a symlink, or None: a
+    directory reached through it is another's, and rlrun never writes there."""
+    path, root = Path(os.path.abspath(path)), Path(os.path.abspath(root))
+    return next((p for p in [path, *path.parents] if p.is_relative_to(root) and p != root and p.is_symlink()), None)
+
+
+def check_unlinked(paths: list[Path], root: Path) -> None:
+    """Refuse (`RunDirError`) directories of which one, or a directory on the way to it from `root`, is a link."""
+    for path in paths:
+        link = linked_part(path, root)
+        if link is not None:
+            raise RunDirError(
+                f"{link} is a link to {link.resolve()}: rlrun never writes through a link; "
+                "replace it by a directory of its own, or remove it"
+            )
+
+
 def check_links(path: Path) -> None:
     """Refuse a directory holding, anywhere under it, a link that leads out of it (rlrun or a logging
     backend would write through it: a `.hydra` or `mlruns` link, a file a backend opens in place), or a link

@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlrun.config.saved import from_saved
 from rlrun.config.validate import BATCHED_UNSUPPORTED
 from rlrun.errors import ConfigError
-from rlrun.storage import summary as run_summary
+from rlrun.storage import agent_dirs, rundir, summary as run_summary
 from rlrun.training import agents
 
 PREEMPTED = "preempted"
@@ -150,9 +150,6 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
     from rlrun import run
 
     # the batched launcher is found by Hydra on every start: the training stack only when a group runs
-    from rlrun.storage import rundir
-
-    # the batched launcher is found by Hydra on every start: the training stack only when a group runs
     from rlrun.training import jobs
 
     # the batched launcher is found by Hydra on every start: the training stack only when a group runs
@@ -160,8 +157,9 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
 
     configs = [from_saved(c) for c in task_configs]
     dirs = [Path(d) for d in job_dirs]
-    where = run_dir(job_dirs, group_dir)
+    where, top = run_dir(job_dirs, group_dir), agent_dirs.root(Path(group_dir))
     try:
+        rundir.check_unlinked([*dirs, Path(group_dir)], top)  # a linked job dir or .batched/ is another's
         with rundir.owned(where):  # a live earlier attempt (a lost node's) is refused here, untouched
             if finished(dirs):
                 return [objective(d, c.objective) for d, c in zip(dirs, configs)]
@@ -182,7 +180,7 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
         _, message = jobs.exit_code(e, Path(group_dir))
         print(f"rlrun: jobs in {group_dir} failed: {message}", file=sys.stderr)
         for d in dirs:
-            jobs.record_failure(d, e)
+            jobs.record_failure(d, e, top)
         return [None] * len(configs)
     return [objective(d, c.objective) for d, c in zip(dirs, configs)]
 
@@ -201,12 +199,14 @@ def lost(job_dir: Path) -> bool:
         return False
 
 
-def finished(job_dirs: list[Path]) -> bool:
-    """Every job of the chunk has its own summary (finished, or failed by itself), none of them lost."""
-    return all((d / run_summary.FILE).exists() and not lost(d) for d in job_dirs)
+def finished(job_dirs: list[Path], sweep_dir: Path | None = None) -> bool:
+    """Every job of the chunk has its own summary (finished, or failed by itself), none of them lost, and none
+    reached through a link below `sweep_dir` (another run's summary: its group refuses it)."""
+    unlinked = [sweep_dir is None or rundir.linked_part(d, sweep_dir) is None for d in job_dirs]
+    return all(ok and (d / run_summary.FILE).exists() and not lost(d) for d, ok in zip(job_dirs, unlinked))
 
 
-def record_lost(job_dirs: list[str], reason: str) -> None:
+def record_lost(job_dirs: list[str], reason: str, sweep_dir: Path) -> None:
     """A chunk whose process died (killed, its node lost): each of its jobs without a summary of its own is
     marked failed with the reason; a rerun of the sweep with hydra.launcher.resume=true continues them."""
     # the batched launcher is found by Hydra on every start: the training stack only when a group runs
@@ -219,9 +219,9 @@ def record_lost(job_dirs: list[str], reason: str) -> None:
     )
     print(f"rlrun: jobs {', '.join(job_dirs)} failed: {error}", file=sys.stderr)
     for d in map(Path, job_dirs):
-        if not (d / run_summary.FILE).exists():
+        if not (d / run_summary.FILE).exists() and rundir.linked_part(d, sweep_dir) is None:
             d.mkdir(parents=True, exist_ok=True)
-            jobs.record_failure(d, error)
+            jobs.record_failure(d, error, sweep_dir)
 
 
 def continue_earlier_attempt(where: Path, dirs: list[Path]) -> dict[str, Any] | None:
@@ -229,7 +229,7 @@ def continue_earlier_attempt(where: Path, dirs: list[Path]) -> dict[str, Any] | 
     its newest checkpoint to continue from, or None, with the directories emptied as a new run finds them
     (each job's `.hydra/`, written by the launcher, kept)."""
     # the batched launcher is found by Hydra on every start: the training stack only when a group runs
-    from rlrun.storage import checkpoint, rundir
+    from rlrun.storage import checkpoint
 
     for d in dirs:
         if lost(d):
