@@ -165,8 +165,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         result["video_dir"] = str(video_dir)
         print(f"videos: {video_dir} ({len(videos)} mp4, one per episode)")
     try:
-        with rundir.open_append(out_dir / "evaluations.jsonl") as f:  # every call kept
-            f.write(json.dumps(result) + "\n")
+        rundir.append_line(out_dir / "evaluations.jsonl", json.dumps(result))  # every call kept
         rundir.write_text(out_dir / "evaluation.json", json.dumps(result, indent=2) + "\n")  # the latest
     except rundir.RunDirError as e:
         fail(4, f"the results above were not saved: {e}")

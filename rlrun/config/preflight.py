@@ -245,6 +245,10 @@ def plan(argv: list[str]) -> Plan | None:
         base = compose([o for o in overrides if not _is_sweep(o)] if args.multirun else overrides, source)
     except CompositionError as e:
         resumes = [o.split("=", 1)[1] for o in overrides if o.startswith("resume=")]
+        from rlrun.config.saved import first_unsafe, unsafe_override  # gymnasium: only for a resume refused here
+
+        if resumes and (unsafe := first_unsafe(overrides)) is not None:  # `pbt.fraction=0.9`: no pbt by default
+            raise unsafe_override(Path(resumes[0]), unsafe) from None
         if resumes:  # a path the override grammar cannot spell
             raise CompositionError(
                 f"{e.allowed}; to resume a run whose path has '=', spaces or quotes, use "

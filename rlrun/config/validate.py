@@ -9,7 +9,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlrun.algos import ALGORITHMS, algo_kind, algorithm
 from rlrun.config import pbt
@@ -218,6 +218,24 @@ def _run(cfg: DictConfig) -> None:
         plain: dict[str, Any] = OmegaConf.to_container(cfg.pbt, resolve=True)  # type: ignore[assignment]
         algo = algorithm(cfg.algo)
         pbt.check(plain, agents, algo.name, algo.batchable, cfg.eval.interval > 0, cfg.device.cuda_graphs)
+        for key, bounds in pbt.flat_space(plain["space"]).items():  # every value explored, at any round
+            try:
+                check_explored(cfg, key, [bounds["low"], bounds["high"]])
+            except ConfigError as e:
+                shown = f"{{low: {bounds['low']}, high: {bounds['high']}}}"
+                raise ConfigError(f"pbt.space.{key}", shown, f"a range inside {e.key}'s own: {e.allowed}") from None
+
+
+def check_explored(cfg: DictConfig, key: str, values: list[float]) -> None:
+    """Each of `values`, as `key`'s value in `cfg`, passes every rule of the config (a ConfigError naming the
+    key that breaks): how PBT's ranges and the values in its checkpoint state are checked. The rules of
+    explored keys are intervals, so the least and greatest value stand for all between them."""
+    for value in {min(values), max(values)}:
+        probe = cfg.copy()
+        with open_dict(probe):
+            probe.pbt, probe.agents, probe.seeds = None, [], 1  # the key's rule, not the population's
+            OmegaConf.update(probe, key, value, merge=False)
+        validate(probe)
 
 
 # What K agents in one process (seeds > 1) cannot do, because they share one vector env or one update:

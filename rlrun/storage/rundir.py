@@ -180,10 +180,11 @@ def write_text(path: Path, text: str) -> None:
         f.write(text)
 
 
-def open_append(path: Path) -> IO[str]:
-    """`path` opened to append text (created if missing), never through a link: a link there is refused."""
+def open_append(path: Path, readable: bool = False) -> IO[str]:
+    """`path` opened to append text (created if missing), never through a link: a link there is refused.
+    `readable`: its descriptor may also be read (`append_line` looks at the last line)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        fd = os.open(path, (os.O_RDWR if readable else os.O_WRONLY) | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise RunDirError(f"{path} is a link; rlrun appends to it in place, never through a link") from None
@@ -196,6 +197,30 @@ def linked_part(path: Path, root: Path) -> Path | None:
     directory reached through it is another's, and rlrun never writes there."""
     path, root = Path(os.path.abspath(path)), Path(os.path.abspath(root))
     return next((p for p in [path, *path.parents] if p.is_relative_to(root) and p != root and p.is_symlink()), None)
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append `line` (without its line ending) to a text file of lines (JSON lines), never through a link. A
+    last line left without its line ending (a write cut by a kill or a full disk) is dropped first, as
+    `kept_rows` drops a CSV file's, so the new line starts a line of its own and every line parses."""
+    with open_append(path, readable=True) as f:
+        fd = f.fileno()
+        end = os.fstat(fd).st_size
+        if end and os.pread(fd, 1, end - 1) != b"\n":
+            os.ftruncate(fd, _last_line_end(fd, end))
+        f.write(line + "\n")
+        f.flush()
+
+
+def _last_line_end(fd: int, end: int, chunk: int = 1 << 16) -> int:
+    """The offset just past the last newline of the file before `end` (0 if none), read backwards in chunks."""
+    while end > 0:
+        start = max(0, end - chunk)
+        found = os.pread(fd, end - start, start).rfind(b"\n")
+        if found >= 0:
+            return start + found + 1
+        end = start
+    return 0
 
 
 def check_unlinked(paths: list[Path], root: Path) -> None:

@@ -30,6 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rlrun.algos import algorithm
 from rlrun.config.pbt import flat_space
+from rlrun.config.validate import check_explored
 from rlrun.errors import ConfigError
 from rlrun.training.pbt import PBT
 
@@ -274,4 +275,4 @@ def make_pbt(cfg: DictConfig) -> PBT | None:
         return None
     settings: dict[str, Any] = OmegaConf.to_container(cfg.pbt, resolve=True)  # type: ignore[assignment]
     initial = {key: values(cfg, key) for key in flat_space(settings["space"])}
-    return PBT(settings, cfg.seed, initial, agent_labels(cfg))
+    return PBT(settings, cfg.seed, initial, agent_labels(cfg), lambda key, found: check_explored(cfg, key, found))

@@ -125,3 +125,127 @@ def test_the_resume_switch_continues_a_sweep_of_one_job_groups(tmp_path):
     proc = cli("rlrun.train", "-m", *TINY, *args, "hydra.launcher.resume=true", rc=0)
     assert json.loads((job / "summary.json").read_text())["status"] == "finished", proc.stderr[-2000:]
     shutil.rmtree(sweep)
+
+
+# --- PBT state in a checkpoint, checked as the rest of it ----------------------------------------------
+
+PBT = ["seeds=4", "+pbt=truncation", "pbt.interval=320", "pbt.fitness=train", "network.hidden_sizes=[32]",
+       "device=cpu", "logger=[csv]"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pbt_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("pbt") / "run"
+    train(*PBT, f"hydra.run.dir={run}", rc=0)
+    return run
+
+
+def crafted(state, case):
+    pbt = state["pbt"]
+    lrs = pbt["values"]["optimizer.lr"]
+    if case == "none":
+        state["pbt"] = None
+    elif case == "three values for four agents":
+        pbt["values"]["optimizer.lr"] = lrs[:3]
+    elif case == "strings":
+        pbt["values"]["optimizer.lr"] = ["0.001"] * 4
+    elif case in ("rng", "values"):
+        del pbt[case]
+    elif case == "events=5":
+        pbt["events"] = 5
+    elif case == "diverged=[99]":
+        pbt["diverged"] = [99]
+    elif case == "eval fitness of two":
+        pbt["eval_fitness"] = [1.0, 2.0]
+    elif case == "inherited strings":
+        pbt["inherited"] = ["x"] * 4
+    elif case == "events rows of 2":
+        pbt["events"] = [row[:2] for row in pbt["events"]]
+    elif case == "lr -1":
+        pbt["values"]["optimizer.lr"] = [-1.0] * 4
+    return state
+
+
+@pytest.mark.parametrize(
+    "case, says",
+    [("none", "not the state of a run with +pbt"), ("three values for four agents", "values[optimizer.lr]"),
+     ("strings", "values[optimizer.lr]"), ("rng", "no rng"), ("values", "no values"), ("events=5", "events hold 5"),
+     ("diverged=[99]", "diverged is [99]"), ("eval fitness of two", "eval_fitness"), ("inherited strings", "inherited"),
+     ("events rows of 2", "rows of 6 fields"), ("lr -1", "optimizer.lr's own rule")],
+)  # fmt: skip
+def test_a_crafted_pbt_state_is_refused_with_one_line_and_loses_no_record(pbt_run, tmp_path, case, says):
+    import torch
+
+    from rlrun.storage import checkpoint as ckpt
+
+    run = copy_run(pbt_run, tmp_path / "run")
+    state = torch.load(run / ckpt.LATEST, weights_only=True)
+    torch.save(crafted(state, case), run / ckpt.LATEST)
+    kept = {name: (run / name).read_bytes() for name in ("pbt.csv", ckpt.LATEST, ckpt.PREVIOUS, "summary.json")}
+    proc = in_process("rlrun.resume", run, "total_steps=960", rc=2)
+    assert "the checkpoint's PBT state does not fit this run" in proc.stderr and says in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert {name: (run / name).read_bytes() for name in kept} == kept
+
+
+def test_a_pbt_run_resumes_from_its_own_state(pbt_run, tmp_path):
+    run = copy_run(pbt_run, tmp_path / "run")
+    rows = (run / "pbt.csv").read_text().splitlines()
+    in_process("rlrun.resume", run, "total_steps=960", rc=0)
+    assert (run / "pbt.csv").read_text().splitlines()[: len(rows)] == rows
+
+
+@pytest.mark.parametrize(
+    "override, says",
+    [("pbt.space.exploration.end={low: 0.5, high: 2.0}", "exploration.end's own: [0.0, 1.0]"),
+     ("pbt.space.algo.tau={low: 0.5, high: 5}", "algo.tau's own: (0.0, 1.0]"),
+     ("pbt.space.optimizer.lr={low: -1, high: 0.1, log: false}", "optimizer.lr's own")],
+)  # fmt: skip
+def test_a_pbt_range_outside_its_keys_rule_is_refused(tmp_path, override, says):
+    proc = in_process("rlrun.train", *PBT, override, cwd=tmp_path, rc=2)
+    key = override.partition("=")[0]
+    assert proc.stderr.startswith(f"rlrun: Invalid config value {key}=") and says in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("override", ["pbt.fraction=0.9", "pbt.space.optimizer.lr.high=1e30"])
+def test_a_resume_that_changes_pbt_names_the_key(pbt_run, tmp_path, override):
+    run = copy_run(pbt_run, tmp_path / "run")
+    before = digest(run)
+    for args in (("rlrun.resume", run, override), ("rlrun.train", f"resume={run}", override)):
+        proc = in_process(*args, rc=2)
+        key = override.partition("=")[0]
+        assert proc.stderr.startswith(f"rlrun: Invalid config value {key}=") and "only the saved value" in proc.stderr
+    assert digest(run) == before
+
+
+# --- records appended after a torn line, and a run on a console that fails ------------------------------
+
+
+def test_an_evaluation_after_a_torn_line_starts_a_line_of_its_own(finished_run, tmp_path):
+    run = copy_run(finished_run, tmp_path / "run")
+    (run / "evaluations.jsonl").write_text('{"episodes": 1}\n{"partial": tru')
+    in_process("rlrun.evaluate", run, "episodes=1", rc=0)
+    in_process("rlrun.evaluate", run, "episodes=2", rc=0)
+    lines = [json.loads(line) for line in (run / "evaluations.jsonl").read_text().splitlines()]
+    assert [r["episodes"] for r in lines] == [1, 1, 2]
+
+
+@pytest.mark.parametrize("redirect", ["2>&-", ">&- 2>&-", "| head -1", "> /dev/full"])
+def test_a_closed_full_or_broken_console_does_not_fail_a_run(tmp_path, redirect):
+    """Start-up itself: a real subprocess, through a shell that closes or redirects its streams."""
+    import shlex
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    shown = [a for a in TINY if not a.startswith("log.progress_bar")]  # the bar writes to stderr too
+    args = " ".join(shlex.quote(a) for a in [*shown, "device=cpu", f"hydra.run.dir={run}"])
+    command = f"{shlex.quote(sys.executable)} -m rlrun.train {args} {redirect}; echo rc=$? >&3"
+    if redirect.startswith("|"):
+        command = f"{{ {shlex.quote(sys.executable)} -m rlrun.train {args}; echo rc=$? >&3; }} {redirect} >/dev/null"
+    proc = subprocess.run(["bash", "-c", f"exec 3>{tmp_path / 'rc'}; {command}"], capture_output=True, text=True)
+    assert (tmp_path / "rc").read_text().strip() == "rc=0", proc.stderr[-3000:]
+    assert "Logging error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert json.loads((run / "summary.json").read_text())["status"] == "finished"
+    assert {"checkpoint.pt", "model.pt", "episodes.csv", "train.log"} <= {p.name for p in run.iterdir()}
