@@ -144,8 +144,8 @@ def run_dir(job_dirs: list[str], group_dir: str) -> Path:
 
 def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir: str) -> list[Any]:
     """Train these jobs (plain config dicts, one directory each) in one process. Returns each job's
-    objective (its final 100-episode mean return; None for a failed job), or PREEMPTED for all. A chunk
-    run before (a rerun of its sweep) is skipped when it finished and continued when its process died."""
+    objective (rlrun.storage.summary.objective: None for a failed job, 0.0 under `robust`), or PREEMPTED for
+    all. A chunk run before (a rerun of its sweep) is skipped when it finished and continued when its process died."""
     # the batched launcher is found by Hydra on every start: the training stack only when a group runs
     from rlrun import run
 
@@ -181,12 +181,13 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
         print(f"rlrun: jobs in {group_dir} failed: {message}", file=sys.stderr)
         for d in dirs:
             jobs.record_failure(d, e, top)
-        return [None] * len(configs)
+        return [run_summary.objective(None, c.objective) for c in configs]  # a failed job's
     return [objective(d, c.objective) for d, c in zip(dirs, configs)]
 
 
 def objective(job_dir: Path, kind: str = run_summary.TRAIN) -> float | None:
-    """What the job's task function returns to sweepers (rlrun.storage.summary.objective); None without a summary."""
+    """What the job's task function returns to sweepers (rlrun.storage.summary.objective); a failed job's
+    without a summary."""
     done = (Path(job_dir) / run_summary.FILE).exists()
     return run_summary.objective(run_summary.read(job_dir) if done else None, kind)
 

@@ -249,3 +249,21 @@ def test_a_closed_full_or_broken_console_does_not_fail_a_run(tmp_path, redirect)
     assert "Logging error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert json.loads((run / "summary.json").read_text())["status"] == "finished"
     assert {"checkpoint.pt", "model.pt", "episodes.csv", "train.log"} <= {p.name for p in run.iterdir()}
+
+
+def test_a_robust_search_goes_on_past_diverging_trials(tmp_path):
+    """Every trial diverges (lr 1e30): each is recorded failed and scores robust's worst, 0.0, so the search ends
+    with its results and report instead of Optuna's "No trials are completed yet"."""
+    from test_reliability import cli
+
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    sweep = tmp_path / "search"
+    args = ["-m", "+hparams_search=robust", "seeds=2", "total_steps=400", "algo.learning_starts=100",
+            "eval.interval=0", "hydra.sweeper.n_trials=2", "optimizer.lr=choice(1e30)", "device=cpu",
+            f"hydra.sweep.dir={sweep}"]  # fmt: skip
+    proc = cli("rlrun.train", *args, rc=0)
+    assert "No trials are completed" not in proc.stderr
+    assert "best_value: 0.0" in (sweep / "optimization_results.yaml").read_text()
+    failed = [json.loads(p.read_text()) for p in sweep.rglob("summary.json")]
+    assert len(failed) == 6 and all(s["status"] == "failed" for s in failed)  # 2 trials of 2 agents each
+    assert (sweep / "report.md").exists()
