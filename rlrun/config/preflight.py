@@ -275,7 +275,7 @@ def plan(argv: list[str]) -> Plan | None:
         agent_dirs.check(*dir_plan(task), run_dir, new=True)
         rundir.claim(run_dir, new=True)
         return Plan(_pinned(argv, "hydra.run.dir", run_dir), run_dir=run_dir, hydra_mode=base.hydra.mode)
-    from rlrun.sweeps.batching import check_launcher, resumes_sweep  # imports torch: once the command is checked
+    from rlrun.sweeps.batching import check_launcher, check_sweep_dir  # imports torch: once the command is checked
 
     check_launcher(base.hydra.launcher)
     probed: dict[Any, Any] = {}
@@ -283,15 +283,7 @@ def plan(argv: list[str]) -> Plan | None:
     for job in job_overrides(overrides, str(base.hydra.sweeper._target_)):
         check_job(task_config(compose(job, source)), probed)
     sweep_dir = Path(str(base.hydra.sweep.dir))
-    if not resumes_sweep(base.hydra.launcher):
-        rundir.check_new(sweep_dir)
-    elif (sweep_dir / ".batched").is_symlink():  # another sweep's groups: never resumed or written through it
-        rundir.check_unlinked([sweep_dir / ".batched"], sweep_dir)
-    elif sweep_dir.exists() and any(sweep_dir.iterdir()) and not (sweep_dir / ".batched").is_dir():
-        raise rundir.RunDirError(  # the rerun of a batched sweep goes into its own directory, and only there
-            f"{sweep_dir} holds no batched sweep (no .batched/); hydra.launcher.resume=true reruns a batched "
-            "sweep into its own hydra.sweep.dir"
-        )
+    check_sweep_dir(sweep_dir, base.hydra.launcher)
     return Plan(_pinned(argv, "hydra.sweep.dir", sweep_dir), hydra_mode=base.hydra.mode)
 
 

@@ -9,7 +9,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from rlrun.algos import ALGORITHMS, algo_kind, algorithm
 from rlrun.config import pbt
@@ -62,9 +62,7 @@ def _walk(node: Mapping, schema: type, prefix: str) -> None:
 
 
 def _holds_mapping(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        return True
-    return isinstance(value, (list, tuple)) and any(_holds_mapping(v) for v in value)
+    return isinstance(value, Mapping) or (isinstance(value, (list, tuple)) and any(map(_holds_mapping, value)))
 
 
 def _dataclass_in(hint: Any) -> Any:
@@ -218,23 +216,20 @@ def _run(cfg: DictConfig) -> None:
         plain: dict[str, Any] = OmegaConf.to_container(cfg.pbt, resolve=True)  # type: ignore[assignment]
         algo = algorithm(cfg.algo)
         pbt.check(plain, agents, algo.name, algo.batchable, cfg.eval.interval > 0, cfg.device.cuda_graphs)
-        for key, bounds in pbt.flat_space(plain["space"]).items():  # every value explored, at any round
+        for key, b in pbt.flat_space(plain["space"]).items():  # every value explored, at any round
             try:
-                check_explored(cfg, key, [bounds["low"], bounds["high"]])
+                check_explored(cfg, key, [b["low"], b["high"]])
             except ConfigError as e:
-                shown = f"{{low: {bounds['low']}, high: {bounds['high']}}}"
-                raise ConfigError(f"pbt.space.{key}", shown, f"a range inside {e.key}'s own: {e.allowed}") from None
+                allowed = f"a range in {e.key}'s {e.allowed}"
+                raise ConfigError(f"pbt.space.{key}", [b["low"], b["high"]], allowed) from None
 
 
 def check_explored(cfg: DictConfig, key: str, values: list[float]) -> None:
-    """Each of `values`, as `key`'s value in `cfg`, passes every rule of the config (a ConfigError naming the
-    key that breaks): how PBT's ranges and the values in its checkpoint state are checked. The rules of
-    explored keys are intervals, so the least and greatest value stand for all between them."""
+    """Each of `values` as `key`'s value in `cfg`, as a single run, passes every rule (else a ConfigError naming
+    the key); explored keys' rules are intervals, so the least and greatest value stand for all."""
     for value in {min(values), max(values)}:
-        probe = cfg.copy()
-        with open_dict(probe):
-            probe.pbt, probe.agents, probe.seeds = None, [], 1  # the key's rule, not the population's
-            OmegaConf.update(probe, key, value, merge=False)
+        probe: Any = OmegaConf.merge(cfg, {"pbt": None, "agents": [], "seeds": 1})
+        OmegaConf.update(probe, key, value, merge=False)
         validate(probe)
 
 

@@ -73,6 +73,20 @@ def resumes_sweep(launcher: DictConfig) -> bool:
     return launcher.get("_target_") == LAUNCHER and launcher.get("resume") is True
 
 
+def check_sweep_dir(sweep_dir: Path, launcher: DictConfig) -> None:
+    """A sweep's directory must be new or empty (rundir.check_new), but for the resume switch: then it is
+    its own batched sweep's, marked by `.batched/`, which must be a directory, not a link to another's."""
+    if not resumes_sweep(launcher):
+        rundir.check_new(sweep_dir)
+    elif (sweep_dir / ".batched").is_symlink():  # another sweep's groups: never resumed or written through it
+        rundir.check_unlinked([sweep_dir / ".batched"], sweep_dir)
+    elif sweep_dir.exists() and any(sweep_dir.iterdir()) and not (sweep_dir / ".batched").is_dir():
+        raise rundir.RunDirError(  # the rerun of a batched sweep goes into its own directory, and only there
+            f"{sweep_dir} holds no batched sweep (no .batched/); hydra.launcher.resume=true reruns a batched "
+            "sweep into its own hydra.sweep.dir"
+        )
+
+
 def batchable_keys(cfg: DictConfig) -> tuple[str, ...]:
     keys = agents.batchable(cfg)
     if cfg.device.cuda_graphs:  # recorded steps take one lr for all: lr sweeps stay in separate processes

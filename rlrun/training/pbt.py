@@ -29,9 +29,10 @@ import numpy as np
 import torch
 
 from rlrun.config.pbt import flat_space
-from rlrun.errors import ConfigError, NonFiniteError
+from rlrun.errors import NonFiniteError
 from rlrun.storage import rundir
 from rlrun.storage.checkpoint import CheckpointError
+from rlrun.training import pbt_state
 from rlrun.training.parts import group_lrs, set_group_lrs
 
 log = logging.getLogger(__name__)
@@ -234,58 +235,9 @@ class PBT:
         """A checkpoint's PBT state checked as the rest of a checkpoint is, before anything is loaded: a
         CheckpointError naming what does not fit this run (a crafted or damaged file would otherwise end in a
         traceback, at the end of training, or train with values the key's own rule refuses)."""
-        problem = self._state_problem(state)
+        problem = pbt_state.problem(self, state)
         if problem is not None:
             raise CheckpointError(f"the checkpoint's PBT state does not fit this run: {problem}")
-
-    def _state_problem(self, state: Any) -> str | None:
-        k, width = self.agents, 5 + len(self.space)
-        if not isinstance(state, dict):
-            return f"it is {type(state).__name__}, not the state of a run with +pbt"
-        missing = [key for key in self.state_dict() if key not in state]
-        if missing:
-            return "no " + ", ".join(missing)
-        values = state["values"]
-        if not isinstance(values, dict) or sorted(values) != sorted(self.space):
-            return f"values are for {_shown(values)}, not for the keys explored ({', '.join(self.space)})"
-        for key, found in values.items():
-            if not _numbers(found, k):
-                return f"values[{key}] is {_shown(found)}, not {k} finite numbers (one per agent)"
-            try:
-                if self.rule is not None:
-                    self.rule(key, found)
-            except ConfigError as e:
-                return f"values[{key}] holds {e.value}, which {e.key}'s own rule refuses (allowed {e.allowed})"
-        try:
-            np.random.default_rng().bit_generator.state = state["rng"]
-        except (TypeError, ValueError, KeyError):
-            return f"rng is {_shown(state['rng'])}, not the state of PBT's random stream"
-        events = state["events"]
-        if not isinstance(events, list) or not all(self._event_fits(e, width) for e in events):
-            return f"events hold {_shown(events)}, not rows of {width} fields (step, agent, source, fitnesses, values)"
-        diverged = state["diverged"]
-        if not isinstance(diverged, list) or not all(_integer(a) and 0 <= a < k for a in diverged):
-            return f"diverged is {_shown(diverged)}, not agent numbers below {k}"
-        if state["eval_fitness"] is not None and not _numbers(state["eval_fitness"], k, finite=False):
-            return f"eval_fitness is {_shown(state['eval_fitness'])}, not None or {k} numbers"
-        if not _numbers([state["seconds"]], 1) or state["seconds"] < 0:
-            return f"seconds is {_shown(state['seconds'])}, not a number >= 0"
-        copied = state["copied_at_episode"]
-        if not isinstance(copied, list) or len(copied) != k or not all(_integer(e) and e >= 0 for e in copied):
-            return f"copied_at_episode is {_shown(copied)}, not {k} episode counts"
-        inherited = state["inherited"]
-        known = [f for f in inherited if f is not None] if isinstance(inherited, list) else None
-        if not isinstance(inherited, list) or len(inherited) != k or not _numbers(known, None, finite=False):
-            return f"inherited is {_shown(inherited)}, not {k} fitnesses (or None)"
-        return None
-
-    def _event_fits(self, row: Any, width: int) -> bool:
-        """A pbt.csv row: env step, agent and source labels, fitnesses ("" at step 0), the explored values."""
-        if not isinstance(row, list) or len(row) != width or not _integer(row[0]) or row[0] < 0:
-            return False
-        fitness = [f for f in row[3:5] if f != ""]
-        labelled = row[1] in self.labels and row[2] in self.labels
-        return labelled and _numbers(fitness, None, finite=False) and _numbers(row[5:], None)
 
     def load_state_dict(self, state: dict[str, Any], trainer: Any) -> None:
         self.values = {k: list(v) for k, v in state["values"].items()}
@@ -297,24 +249,6 @@ class PBT:
         self.copied_at_episode, self.inherited = list(state["copied_at_episode"]), list(state["inherited"])
         self.apply(trainer, list(range(self.agents)))
         self.write(trainer.out_dir)  # without the rows an interrupted session wrote after its checkpoint
-
-
-def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _numbers(values: Any, length: int | None, finite: bool = True) -> bool:
-    """A list of real numbers (not bools or strings) of `length` (any for None), finite unless not asked."""
-    if not isinstance(values, list) or (length is not None and len(values) != length):
-        return False
-    real = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-    return real and (not finite or all(math.isfinite(v) for v in values))
-
-
-def _shown(value: Any) -> str:
-    """A value read from a checkpoint as a message shows it: its repr, cut short."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @torch.no_grad()

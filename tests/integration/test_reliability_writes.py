@@ -197,9 +197,9 @@ def test_a_pbt_run_resumes_from_its_own_state(pbt_run, tmp_path):
 
 @pytest.mark.parametrize(
     "override, says",
-    [("pbt.space.exploration.end={low: 0.5, high: 2.0}", "exploration.end's own: [0.0, 1.0]"),
-     ("pbt.space.algo.tau={low: 0.5, high: 5}", "algo.tau's own: (0.0, 1.0]"),
-     ("pbt.space.optimizer.lr={low: -1, high: 0.1, log: false}", "optimizer.lr's own")],
+    [("pbt.space.exploration.end={low: 0.5, high: 2.0}", "a range in exploration.end's [0.0, 1.0]"),
+     ("pbt.space.algo.tau={low: 0.5, high: 5}", "a range in algo.tau's (0.0, 1.0]"),
+     ("pbt.space.optimizer.lr={low: -1, high: 0.1, log: false}", "a range in optimizer.lr's a number > 0")],
 )  # fmt: skip
 def test_a_pbt_range_outside_its_keys_rule_is_refused(tmp_path, override, says):
     proc = in_process("rlrun.train", *PBT, override, cwd=tmp_path, rc=2)
