@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 import gymnasium as gym
 import torch
 
-from rlrun import policy
+from rlrun import console, policy
 from rlrun.config import saved
 from rlrun.errors import ConfigError
 from rlrun.storage import checkpoint as ckpt, lines, rundir
@@ -121,6 +121,7 @@ class FrameRecorder(gym.vector.VectorWrapper):
 def main(argv: list[str] | None = None) -> int:
     """`python -m rlrun.evaluate` and `rlrun-evaluate`: exit status 0 once the results are printed and saved
     (a console script exits with what its main returns)."""
+    console.guard()  # `| head -1`, a full or closed stdout: the results are saved all the same
     run(argv)
     return 0
 

@@ -267,3 +267,16 @@ def test_a_robust_search_goes_on_past_diverging_trials(tmp_path):
     failed = [json.loads(p.read_text()) for p in sweep.rglob("summary.json")]
     assert len(failed) == 6 and all(s["status"] == "failed" for s in failed)  # 2 trials of 2 agents each
     assert (sweep / "report.md").exists()
+
+
+@pytest.mark.parametrize("redirect", ["| head -1", "> /dev/full"])
+def test_evaluate_saves_its_results_past_a_broken_or_full_console(finished_run, tmp_path, redirect):
+    import shlex
+    import subprocess
+    import sys
+
+    run = copy_run(finished_run, tmp_path / "run")
+    command = f"{shlex.quote(sys.executable)} -m rlrun.evaluate {shlex.quote(str(run))} episodes=2"
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", f"{command} {redirect}"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert json.loads((run / "evaluations.jsonl").read_text().splitlines()[-1])["episodes"] == 2
