@@ -280,3 +280,21 @@ def test_evaluate_saves_its_results_past_a_broken_or_full_console(finished_run, 
     proc = subprocess.run(["bash", "-o", "pipefail", "-c", f"{command} {redirect}"], capture_output=True, text=True)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert json.loads((run / "evaluations.jsonl").read_text().splitlines()[-1])["episodes"] == 2
+
+
+def test_the_resume_switch_never_marks_a_linked_run_failed(finished_run, tmp_path):
+    """The whole command: a batched sweep whose job `seed=0` was replaced by a link to a finished run elsewhere,
+    rerun with the resume switch, leaves that run as it was."""
+    from test_reliability import cli
+
+    sweep, elsewhere = tmp_path / "sweep", copy_run(finished_run, tmp_path / "elsewhere")
+    args = ["-m", *TINY, "seed=0,1", "hydra/launcher=batched", "device=cpu", "network.hidden_sizes=[32]",
+            f"hydra.sweep.dir={sweep}"]  # fmt: skip
+    cli("rlrun.train", *args, rc=0)
+    shutil.rmtree(sweep / "seed=0")
+    (sweep / "seed=0").symlink_to(elsewhere, target_is_directory=True)
+    (sweep / "seed=1" / "summary.json").unlink()  # the group is unfinished: it runs again
+    before, names = digest(elsewhere), files_of(elsewhere)
+    proc = cli("rlrun.train", *args, "hydra.launcher.resume=true", rc=0)
+    assert "link" in proc.stderr
+    assert digest(elsewhere) == before and files_of(elsewhere) == names
