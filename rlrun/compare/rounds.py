@@ -166,8 +166,9 @@ class Runner:
         os._exit(EXIT_PREEMPTED)
 
     def run(self, args: list[str], what: str) -> None:
-        """`python <args>` in its own session (a Ctrl-C reaches it once, through `_forward`)."""
-        self.child = subprocess.Popen([sys.executable, *args], start_new_session=True)
+        """`python <args>` in its own session (a Ctrl-C reaches it once, through `_forward`); its output goes to
+        stderr, so that the comparison's stdout is its verdict alone."""
+        self.child = subprocess.Popen([sys.executable, *args], start_new_session=True, stdout=sys.stderr)
         code = self.child.wait()
         self.child = None
         if self.stopped_by is not None:
