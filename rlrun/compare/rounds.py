@@ -114,6 +114,10 @@ def state(out: Path, overrides: list[str]) -> str:
     holding another run, a failed one, or no run this comparison can use."""
     if not out.exists():
         return "new"
+    if in_use(out):
+        raise RoundError(
+            f"{out} is in use by another rlrun process (this comparison run twice?); it was left unchanged"
+        )
     recorded = out / ".hydra" / "overrides.yaml"
     try:
         saved = yaml.safe_load(recorded.read_text()) if recorded.exists() else None
@@ -134,6 +138,20 @@ def state(out: Path, overrides: list[str]) -> str:
         "directory and rerun the comparison to train the round again",
         2,
     )
+
+
+def in_use(out: Path) -> bool:
+    """Whether a live process owns the run directory (holds its lock): a round another process is training."""
+    from filelock import FileLock, Timeout
+
+    lock = out / rundir.LOCK_NAME
+    if not lock.exists() or lock.is_symlink():
+        return False
+    try:
+        with FileLock(str(lock), timeout=0):
+            return False
+    except Timeout:
+        return True
 
 
 class Runner:

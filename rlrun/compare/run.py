@@ -15,6 +15,8 @@ from rlrun.compare.cli import BadInput, _int, arm_overrides, check_overrides, fa
 from rlrun.compare.rounds import ARMS, Plan, RoundError, Runner, check_plan, run_round, write_plan
 from rlrun.errors import ConfigError
 
+OUTPUTS = ("compare.md", "compare.csv", "curves.png")  # what a comparison of existing folders writes, and rewrites
+
 
 @dataclass
 class Job:
@@ -183,6 +185,10 @@ def decide_folders(a: Path, b: Path, metric: str, alpha: float, root: Path, comm
     if both.empty:
         raise BadInput(f"the folders share no seed with a {metric} score in both (A: {sorted(tables['A'].index)[:10]}, "
                        f"B: {sorted(tables['B'].index)[:10]})")  # fmt: skip
+    if root.is_dir() and any(p.name not in OUTPUTS for p in root.iterdir()):
+        raise BadInput(
+            f"{root} holds files other than a comparison's report ({', '.join(OUTPUTS)}); choose another dir="
+        )
     budgets = {arm: sorted({int(x) for x in t["budget"].dropna()}) for arm, t in tables.items()}
     look = decide.look(both, metric, alpha, None, 0, [])
     unpaired = sorted(set(tables["A"].index) ^ set(tables["B"].index))

@@ -140,3 +140,45 @@ def test_a_look_at_final_returns_uses_its_level():
     line = decide.verdict(loose, "final", None, 0, None)
     assert line.startswith("B better than A: final return (mean of the last 100 training episodes) 305.0 (B)")
     assert "difference B - A +55.0 [" in line and "paired sign-flip p = 0.125 (level 0.5)" in line
+
+
+def test_a_round_another_process_trains_is_left_alone(tmp_path):
+    from filelock import FileLock
+
+    from rlrun.storage.rundir import LOCK_NAME
+
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    with FileLock(str(busy / LOCK_NAME)):  # as a training process holds it
+        with pytest.raises(RoundError, match="in use by another rlrun process"):
+            state(busy, [])
+    with pytest.raises(RoundError, match="no finished run and no checkpoint"):  # free again
+        state(busy, [])
+
+
+def test_two_folders_of_runs_decided_without_training(tmp_path):
+    """Seeds 0-9: B solved all, A only seeds 0-2 (7 discordant seeds, all B-only): McNemar's exact test at
+    one look, p = 2 / 2^7. A seed that only A ran is left out and named."""
+    from entrypoints import in_process
+
+    for seed in range(10):
+        fake_run(tmp_path / "A" / f"seed={seed}", seed, 100.0 + seed, 5000 if seed < 3 else None)
+        fake_run(tmp_path / "B" / f"seed={seed}", seed, 480.0, 4000)
+    fake_run(tmp_path / "A" / "seed=10", 10, 1.0, None)
+    proc = in_process("rlrun.compare.cli", "A=A", "B=B", "dir=out", cwd=tmp_path, rc=0)
+    assert proc.stdout.startswith("B better than A: 10/10 (B) against 3/10 (A) reached 475, discordant seeds 7 B-only")
+    assert "McNemar exact p = 0.0156 (level 0.05); 10 paired seeds" in proc.stdout
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert "seeds run by one arm only, left out: [10]" in md
+    assert len((tmp_path / "out" / "compare.csv").read_text().splitlines()) == 11
+    final = in_process("rlrun.compare.cli", "A=A", "B=B", "metric=final", "dir=out", cwd=tmp_path, rc=0)
+    assert final.stdout.startswith("B better than A: final return")  # rewrites its own report
+    assert "paired sign-flip p = 0.00195 (level 0.05)" in final.stdout  # 2 / 2^10: every seed one way
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.md").write_text("mine")
+    refused = in_process("rlrun.compare.cli", "A=A", "B=B", "dir=mine", cwd=tmp_path, rc=2)
+    assert "holds files other than a comparison's report" in refused.stderr
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.md"]
+    fake_run(tmp_path / "A" / "again" / "seed=4", 4, 1.0, None)
+    twice = in_process("rlrun.compare.cli", "A=A", "B=B", "dir=out2", cwd=tmp_path, rc=2)
+    assert "seed 4" in twice.stderr and not (tmp_path / "out2").exists()
