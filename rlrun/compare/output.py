@@ -38,7 +38,7 @@ def per_seed(both: pd.DataFrame, metric: str) -> pd.DataFrame:
     for arm in ("a", "b"):
         for c in columns:
             values = both[f"{arm}_{c}"]
-            table[f"{arm}_{c}"] = values.astype("Int64").to_numpy() if c == "solved_step" else values.to_numpy()
+            table[f"{arm}_{c}"] = values.astype("Int64").array if c == "solved_step" else values.to_numpy()
     if metric != "solved":
         table[f"difference_{metric}"] = (both[f"b_{metric}"] - both[f"a_{metric}"]).to_numpy()
     return table
