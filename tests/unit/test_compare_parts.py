@@ -149,9 +149,8 @@ def test_a_round_another_process_trains_is_left_alone(tmp_path):
 
     busy = tmp_path / "busy"
     busy.mkdir()
-    with FileLock(str(busy / LOCK_NAME)):  # as a training process holds it
-        with pytest.raises(RoundError, match="in use by another rlrun process"):
-            state(busy, [])
+    with FileLock(str(busy / LOCK_NAME)), pytest.raises(RoundError, match="in use by another rlrun process"):
+        state(busy, [])  # the lock held, as a training process holds it
     with pytest.raises(RoundError, match="no finished run and no checkpoint"):  # free again
         state(busy, [])
 
