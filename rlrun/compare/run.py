@@ -49,6 +49,11 @@ def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, c
     for arm in ARMS:
         check_overrides(f"{arm}={own[arm]!r}", overrides[arm])
     check_overrides("shared overrides", common)
+    shared_keys = {o.lstrip("+~").partition("=")[0] for o in common}
+    for arm in ARMS:
+        both = sorted(shared_keys & {o.lstrip("+~").partition("=")[0] for o in overrides[arm]})
+        if both:
+            raise BadInput(f"{both[0]} is set both by {arm} and by the shared overrides: set it in one place")
     tasks: dict[str, Any] = {}
     probed: dict[Any, Any] = {}
     for arm in ARMS:
