@@ -12,6 +12,7 @@ import math
 import shlex
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 USAGE = """usage: python -m rlrun.compare A='<overrides>' B='<overrides>' [metric=solved|final|auc] [seeds=N]
                             [max_seeds=M] [seed=FIRST] [alpha=0.05] [name=NAME] [dir=FOLDER] [overrides of both ...]
@@ -99,8 +100,12 @@ def arm_overrides(key: str, value: str) -> list[str]:
 
 def check_overrides(where: str, overrides: list[str]) -> None:
     """What the comparison sets itself, or cannot run, refused in an arm's or the shared overrides."""
-    from rlrun.config.preflight import _is_sweep
+    from rlrun.config.runnames import swept_in
 
+    try:
+        swept = swept_in(overrides)
+    except Exception:  # Hydra's grammar refuses one: composing the arm says which, and why
+        swept = set()
     for o in overrides:
         key = o.lstrip("+~").partition("=")[0]
         if "=" not in o:
@@ -109,7 +114,7 @@ def check_overrides(where: str, overrides: list[str]) -> None:
             raise BadInput(f"{where}: {o}: the comparison chooses the seeds (seed= the first, seeds= per round)")
         if key.startswith("hydra") or key in ("resume", "agents"):
             raise BadInput(f"{where}: {o}: not in a comparison (each round is one run in the comparison's folder)")
-        if _is_sweep(o):
+        if key in swept:
             raise BadInput(f"{where}: {o} is a sweep; an arm is one setting")
 
 
@@ -119,6 +124,9 @@ def main(argv: list[str] | None = None) -> None:
         print(USAGE, file=sys.stdout if argv else sys.stderr)
         sys.exit(0 if argv else EXIT_CONFIG)
     command_line = shlex.join(["python", "-m", "rlrun.compare", *argv])
+    from rlrun.training import signals
+
+    signals.stop_on_signal()  # a Ctrl-C while the arms are checked: one line (the rounds pass it to their run)
     try:
         from rlrun.report import ReportExtraMissing, require_report_extra
 
@@ -151,6 +159,6 @@ def argv_keys(argv: list[str]) -> set[str]:
     return {a.partition("=")[0] for a in argv}
 
 
-def fail(message: str, code: int = EXIT_CONFIG) -> None:
+def fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
     print(f"rlrun.compare: {message}", file=sys.stderr)
     sys.exit(code)
