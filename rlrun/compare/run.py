@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from rlrun.compare import arms, decide, output, sequential
-from rlrun.compare.cli import BadInput, _int, arm_overrides, check_overrides, fail, folder
+from rlrun.compare.args import BadInput, _int, arm_overrides, check_overrides, fail, folder
 from rlrun.compare.rounds import ARMS, Plan, RoundError, Runner, check_plan, run_round, write_plan
 from rlrun.errors import ConfigError
 

@@ -186,7 +186,7 @@ def test_two_folders_of_runs_decided_without_training(tmp_path):
 def test_the_arms_compose_with_presets_and_experiments_before_anything_is_written(tmp_path, monkeypatch):
     """`prepare` composes and checks both arms as `rlrun.train` would, normalises what the run's
     overrides.yaml will record (1e4 -> 10000), names the folder after the env and the arms, writes nothing."""
-    from rlrun.compare.cli import BadInput
+    from rlrun.compare.args import BadInput
     from rlrun.compare.run import prepare
 
     monkeypatch.chdir(tmp_path)

@@ -1,0 +1,107 @@
+"""The comparison's command line: its own keys, the arms' overrides and its folder, checked (BadInput)."""
+
+from __future__ import annotations
+
+import math
+import shlex
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+OWN = ("A", "B", "metric", "seeds", "max_seeds", "seed", "alpha", "name", "dir")
+DEFAULTS = {"metric": "solved", "seeds": "10", "max_seeds": "100", "seed": "0", "alpha": "0.05"}
+EXIT_CONFIG = 2
+
+
+class BadInput(ValueError):
+    pass
+
+
+def parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The comparison's own keys and the overrides given to both arms."""
+    own: dict[str, str] = {}
+    common: list[str] = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep:
+            raise BadInput(f"{arg!r} is not key=value (allowed keys: {', '.join(OWN)}, or overrides of both arms)")
+        if key in OWN:
+            if key in own:
+                raise BadInput(f"{key} is given twice")
+            own[key] = value
+        else:
+            common.append(arg)
+    for key in ("A", "B"):
+        if key not in own:
+            raise BadInput(f"{key}= is missing: each arm's overrides (A='' for the defaults) or a folder of runs")
+    return {**DEFAULTS, **own}, common
+
+
+def _int(own: dict[str, str], key: str, low: int) -> int:
+    try:
+        value = int(own[key])
+    except ValueError:
+        raise BadInput(f"{key}={own[key]}: an integer >= {low}") from None
+    if value < low:
+        raise BadInput(f"{key}={value}: an integer >= {low}")
+    return value
+
+
+def settings(own: dict[str, str]) -> tuple[str, float]:
+    from rlrun.compare.arms import METRICS
+
+    if own["metric"] not in METRICS:
+        raise BadInput(f"metric={own['metric']}: allowed {', '.join(METRICS)}")
+    try:
+        alpha = float(own["alpha"])
+    except ValueError:
+        alpha = math.nan
+    if not 0 < alpha < 0.5:
+        raise BadInput(f"alpha={own['alpha']}: a number in (0, 0.5)")
+    return own["metric"], alpha
+
+
+def folder(own: dict[str, str], default_name: str) -> Path:
+    if own.get("dir"):
+        return Path(own["dir"])
+    name = own.get("name") or default_name
+    if not name or "/" in name or name in (".", ".."):
+        raise BadInput(f"name={name}: one folder name (no '/')")
+    return Path("outputs") / "compare" / name
+
+
+def arm_overrides(key: str, value: str) -> list[str]:
+    try:
+        overrides = shlex.split(value)
+    except ValueError as e:
+        raise BadInput(f"{key}={value!r}: {e}") from None
+    return overrides
+
+
+def check_overrides(where: str, overrides: list[str]) -> None:
+    """What the comparison sets itself, or cannot run, refused in an arm's or the shared overrides."""
+    from rlrun.config.runnames import swept_in
+
+    try:
+        swept = swept_in(overrides)
+    except Exception:  # Hydra's grammar refuses one: composing the arm says which, and why
+        swept = set()
+    for o in overrides:
+        key = o.lstrip("+~").partition("=")[0]
+        if "=" not in o:
+            raise BadInput(f"{where}: {o!r} is not an override (key=value)")
+        if key in ("seed", "seeds"):
+            raise BadInput(f"{where}: {o}: the comparison chooses the seeds (seed= the first, seeds= per round)")
+        if key.startswith("hydra") or key in ("resume", "agents"):
+            raise BadInput(f"{where}: {o}: not in a comparison (each round is one run in the comparison's folder)")
+        if key in swept:
+            raise BadInput(f"{where}: {o} is a sweep; an arm is one setting")
+
+
+def argv_keys(argv: list[str]) -> set[str]:
+    return {a.partition("=")[0] for a in argv}
+
+
+def fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
+    print(f"rlrun.compare: {message}", file=sys.stderr)
+    sys.exit(code)
