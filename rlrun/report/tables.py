@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from rlrun.config.runnames import swept_in
 from rlrun.report.aggregate import (
@@ -21,7 +20,7 @@ from rlrun.report.aggregate import (
     summarize,
 )
 from rlrun.report.plots import plot_curves, plot_profile
-from rlrun.storage import rundir
+from rlrun.storage import bounded, rundir
 from rlrun.sweeps.jobtable import EVAL, EVAL_TAG, FINISHED, curves_of, load_sweep
 
 MIN_SEEDS = 5  # below this the report warns that its confidence intervals are unreliable
@@ -51,11 +50,8 @@ def shared_settings(root: Path, runs: pd.DataFrame) -> list[str]:
     lines = []
     for sweep in sorted(set(runs["sweep"]) - {""}) if "sweep" in runs else []:
         try:
-            task = [
-                str(o)
-                for o in yaml.safe_load((root / sweep / "multirun.yaml").read_text())["hydra"]["overrides"]["task"]
-            ]
-        except (OSError, yaml.YAMLError, KeyError, TypeError):
+            task = [str(o) for o in bounded.load_yaml(root / sweep / "multirun.yaml")["hydra"]["overrides"]["task"]]
+        except (bounded.FileRefused, KeyError, TypeError):
             continue
         swept = swept_in(task)
         constant = [o for o in task if o.lstrip("+~").partition("=")[0] not in swept]

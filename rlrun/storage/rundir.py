@@ -29,6 +29,8 @@ from typing import IO
 
 from filelock import FileLock, Timeout
 
+from rlrun.storage import bounded
+
 LOCK_NAME = ".rlrun.lock"
 # Any of these makes a directory a run of rlrun (a started run writes .hydra/ and train.log first, then
 # its events, episodes.csv, checkpoints and summary).
@@ -225,9 +227,9 @@ def kept_rows(path: Path, resume_step: int | None) -> list[str]:
     if not path.exists():
         return [header]
     try:
-        text = path.read_text()
-    except UnicodeDecodeError:
-        raise RunDirError(f"{path} is damaged (not text); fix or remove it to continue the run") from None
+        text = bounded.read_text(path, bounded.TABLE_LIMIT)
+    except bounded.FileRefused as e:
+        raise RunDirError(f"{e}; fix or remove it to continue the run") from None
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines.pop()
