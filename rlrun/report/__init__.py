@@ -10,7 +10,8 @@ last 100 training episodes, exploration included); steps to the env's solve thre
 that reached it, and how many did); mean wall time. For two or more configurations of one env, the
 probability that the best one (by greedy-eval IQM) beats each other one, and a performance profile (the
 fraction of runs scoring above each return). Fewer than 5 seeds get a warning: the intervals are then wide
-and unreliable. Written into the sweep dir: report.md, report.csv, curves.png and profile.png.
+and unreliable. Written into the sweep dir (or `--out DIR`): report.md, report.csv, curves.png and profile.png;
+a report that cannot be written there is one line naming where, exit 4.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m rlrun.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("sweep_dir", type=Path)
+    p.add_argument("--out", type=Path, metavar="DIR", help="write the report there (default: the sweep directory)")
     args = p.parse_args(argv)
     if not args.sweep_dir.is_dir():
         p.error(f"{args.sweep_dir} is not a directory")
@@ -129,4 +131,14 @@ def main(argv: list[str] | None = None) -> None:
     except ReportExtraMissing as e:
         print(f"rlrun.report: {e}", file=sys.stderr)
         sys.exit(2)
-    print(write_report(args.sweep_dir))
+    try:
+        text = write_report(args.sweep_dir, out=args.out)
+    except OSError as e:  # a read-only sweep directory, a report.md that is a directory, a full disk
+        where = Path(e.filename2 or e.filename or args.out or args.sweep_dir)
+        where = where.parent if where.name.endswith(".tmp") else where  # a new temporary file: its folder
+        print(
+            f"rlrun.report: cannot write the report: {where}: {e.strerror or e}; write it elsewhere with --out DIR",
+            file=sys.stderr,
+        )
+        sys.exit(4)
+    print(text)

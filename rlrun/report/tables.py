@@ -98,17 +98,26 @@ def markdown_table(table: pd.DataFrame) -> str:
     return shown.to_markdown(index=False, colalign=["left", "right", "right", "right", "right", "right"])
 
 
-def write_report(root: Path, reps: int = BOOTSTRAP_REPS) -> str:
-    """Write report.md, report.csv, curves.png and profile.png into `root`; returns the markdown."""
+def shown(text: str) -> str:
+    """`text` as UTF-8 can hold it: a path's bytes that are not UTF-8 (a job directory named on another
+    system), which Python keeps as surrogates, are shown as `\\xff` escapes."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def write_report(root: Path, reps: int = BOOTSTRAP_REPS, out: Path | None = None) -> str:
+    """Write report.md, report.csv, curves.png and profile.png into `out` (made if missing; by default
+    `root`, the sweep directory); returns the markdown. An `OSError` names what could not be written."""
     root = Path(root)
+    out = root if out is None else Path(out)
     runs = load_sweep(root)
     damaged = [f"- `{job}`: {why}" for job, why in runs.attrs["damaged"]]
     for job, why in runs.attrs["damaged"]:
         print(f"rlrun: warning: skipped the damaged job {job}: {why}", file=sys.stderr)
     if runs.empty:
-        return "\n".join([f"No readable runs under {root}.", *damaged])
+        return shown("\n".join([f"No readable runs under {root}.", *damaged]))
     table = summarize(runs, reps)
-    rundir.write_text(root / "report.csv", table.to_csv(index=False))
+    out.mkdir(parents=True, exist_ok=True)
+    rundir.write_text(out / "report.csv", shown(table.to_csv(index=False)))
     done = finished_runs(runs)
     envs = ", ".join(
         f"{env} (solve threshold {t:g})" if np.isfinite(t) else str(env)
@@ -173,12 +182,12 @@ def write_report(root: Path, reps: int = BOOTSTRAP_REPS) -> str:
         lines += ["", f"## {title}", "", *items] if items else []
     thresholds = done.groupby("env")["reward_threshold"].first().to_dict()
     figures = [
-        (plot_curves(curves_of(runs), root / "curves.png", thresholds, 100, curves_of(runs, EVAL_TAG)), "curves"),
-        (plot_profile(runs, root / "profile.png", reps // 2), "performance profile"),
+        (plot_curves(curves_of(runs), out / "curves.png", thresholds, 100, curves_of(runs, EVAL_TAG)), "curves"),
+        (plot_profile(runs, out / "profile.png", reps // 2), "performance profile"),
     ]
     shown_figures = [f"![{what}]({path.name})" for path, what in figures if path is not None]
     if shown_figures:
         lines += ["", *shown_figures]
-    text = "\n".join(lines) + "\n"
-    rundir.write_text(root / "report.md", text)
+    text = shown("\n".join(lines) + "\n")
+    rundir.write_text(out / "report.md", text)
     return text
