@@ -80,9 +80,7 @@ def read_saved(path: Path, map_location: Any = "cpu", env_id: str | None = None)
         if not (path / "model.pt").exists():
             raise ckpt.CheckpointError(f"{path} is neither a checkpoint nor a run directory with weights")
         path = path / "model.pt"
-    if not path.is_file():
-        raise ckpt.CheckpointError(f"{path} is neither a checkpoint nor a run directory with weights")
-    state = ckpt.read(path, map_location=map_location)
+    state = ckpt.read(path, map_location=map_location)  # refuses a FIFO or a device, saying what it is
     if isinstance(state, dict) and "learner" in state:
         state = ckpt.load_file(path, map_location=map_location)
         cfg = one_agent(saved.from_disk(state["config"], env_id), path.parent)
