@@ -149,8 +149,11 @@ def _events_curve(run_dir: Path, tag: str) -> pd.DataFrame:
     # tensorboard's event reader takes seconds to import: only when curves are read
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    for events in run_dir.glob("events.out.tfevents.*"):
-        bounded.check_file(events)  # what TensorBoard's reader opens: regular files of bounded size
+    try:
+        for events in run_dir.glob("events.out.tfevents.*"):
+            bounded.check_file(events)  # what TensorBoard's reader opens: regular files of bounded size
+    except bounded.FileRefused:
+        return pd.DataFrame(columns=["step", "value"])  # the run's CSV files give its curve instead
     with quiet("tensorboard"):
         acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
         acc.Reload()

@@ -30,7 +30,7 @@ def refused(error: BaseException) -> bool:
     # torch only when a job's checkpoint fails, not on the CLI's other paths
     from rlrun.storage.checkpoint import CheckpointError
 
-    return isinstance(error, (ConfigError, CheckpointError, rundir.RunDirError, FileRefused))
+    return isinstance(error, (ConfigError, CheckpointError, rundir.RunDirError, FileRefused, run_summary.DamagedJob))
 
 
 def fail(code: int, message: str) -> NoReturn:

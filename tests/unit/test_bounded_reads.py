@@ -192,6 +192,17 @@ def test_the_report_skips_a_crafted_job_and_names_it(tmp_path, capsys, file, kin
     assert f"skipped the damaged job {bad}" in capsys.readouterr().err
 
 
+@pytest.mark.timeout(60)  # before the bounds: TensorBoard's reader and pandas waited on the FIFOs
+def test_the_report_reads_no_curve_from_a_fifo(tmp_path):
+    for seed in range(2):
+        make_run(tmp_path, 0.001, seed, 100.0 + seed, 50.0, None)
+        job = tmp_path / "optimizer.lr=0.001" / f"seed={seed}"
+        os.mkfifo(job / "events.out.tfevents.1.host.1.0")
+        os.mkfifo(job / "episodes.csv")
+    text = write_report(tmp_path, reps=50)
+    assert "2 jobs (2 finished)" in text and "Damaged" not in text
+
+
 def test_the_report_shows_a_job_dir_whose_name_is_not_utf8(tmp_path):
     for seed in range(2):
         make_run(tmp_path, 0.001, seed, 100.0 + seed, 50.0, None)
