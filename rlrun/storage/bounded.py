@@ -113,6 +113,8 @@ class _BoundedLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             named = self.anchors.get(self.peek_event().anchor)
+            if named is not None and id(named) not in self.expanded:  # inside the node it names
+                raise _Bound("holds a recursive alias (a value that contains itself)")
             self._count(self.expanded.get(id(named), 1) if named is not None else 1)
             return super().compose_node(parent, index)
         self.depth += 1

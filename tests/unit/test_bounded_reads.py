@@ -46,6 +46,8 @@ def write(path: Path, kind: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if kind == "alias bomb":
         path.write_text(alias_bomb())
+    elif kind == "recursive alias":
+        path.write_text("seed: &a [1, *a]\n")
     elif kind == "FIFO":
         os.mkfifo(path)
     elif kind == "/dev/zero link":
@@ -68,6 +70,7 @@ def write(path: Path, kind: str) -> Path:
 
 CRAFTED = {  # kind -> what the one line says
     "alias bomb": "expands to more than",
+    "recursive alias": "holds a recursive alias",
     "FIFO": "is a FIFO, not a regular file",
     "/dev/zero link": "is a device, not a regular file",
     "directory": "is a directory, not a regular file",
