@@ -33,8 +33,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 import rlrun
+from rlrun import console
 from rlrun.config import preflight, schemas as config
 from rlrun.config.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSource
+from rlrun.config.argv import normalized_argv
 from rlrun.config.schemas import register_configs
 from rlrun.errors import ConfigError
 from rlrun.storage import rundir
@@ -68,11 +70,12 @@ def hydra_main(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     """Entry point: check the command (nothing is written for a refused one), then run it."""
+    console.guard()  # a closed, full or broken stdout/stderr never fails the run
     signals.stop_on_signal()
     if "--version" in sys.argv[1:]:  # rlrun's, with Hydra's (Hydra's own flag would print only its version)
         print(f"rlrun {rlrun.__version__} (Hydra {hydra.__version__})")
         return
-    args = sys.argv[1:] = preflight.normalized_argv(sys.argv[1:])  # total_steps=1e5: an integer
+    args = sys.argv[1:] = normalized_argv(sys.argv[1:])  # total_steps=1e5: an integer
     if "--help" in args or "-h" in args:
         try:
             print_help(args)

@@ -27,10 +27,10 @@ from typing import Any, NoReturn
 import gymnasium as gym
 import torch
 
-from rlrun import policy
+from rlrun import console, policy
 from rlrun.config import saved
 from rlrun.errors import ConfigError
-from rlrun.storage import checkpoint as ckpt, rundir
+from rlrun.storage import checkpoint as ckpt, lines, rundir
 from rlrun.training.build import make_eval_envs
 from rlrun.training.device import resolve_device
 from rlrun.training.evaluation import evaluate
@@ -121,6 +121,7 @@ class FrameRecorder(gym.vector.VectorWrapper):
 def main(argv: list[str] | None = None) -> int:
     """`python -m rlrun.evaluate` and `rlrun-evaluate`: exit status 0 once the results are printed and saved
     (a console script exits with what its main returns)."""
+    console.guard()  # `| head -1`, a full or closed stdout: the results are saved all the same
     run(argv)
     return 0
 
@@ -165,8 +166,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         result["video_dir"] = str(video_dir)
         print(f"videos: {video_dir} ({len(videos)} mp4, one per episode)")
     try:
-        with rundir.open_append(out_dir / "evaluations.jsonl") as f:  # every call kept
-            f.write(json.dumps(result) + "\n")
+        lines.append_line(out_dir / "evaluations.jsonl", json.dumps(result))  # every call kept
         rundir.write_text(out_dir / "evaluation.json", json.dumps(result, indent=2) + "\n")  # the latest
     except rundir.RunDirError as e:
         fail(4, f"the results above were not saved: {e}")

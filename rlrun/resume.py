@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from rlrun import console
 from rlrun.config import preflight, saved as saved_config
 from rlrun.errors import ConfigError
 from rlrun.run import train
@@ -126,7 +127,13 @@ def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
             raise ConfigError("resume", str(run_dir), "an existing run directory of rlrun")
         rundir.claim(run_dir)  # before reading anything: a concurrent resume is refused here
         state = load_state(run_dir)
-        composed = preflight.task_config(preflight.compose(with_saved_backends(overrides, state["config"])))
+        try:
+            composed = preflight.task_config(preflight.compose(with_saved_backends(overrides, state["config"])))
+        except ConfigError:
+            unsafe = saved_config.first_unsafe(overrides)
+            if unsafe is not None:  # refused by what it would change, not by how Hydra fails to compose it
+                raise saved_config.unsafe_override(run_dir, unsafe) from None
+            raise
         saved = saved_config.from_checkpoint(run_dir, state, saved_config.command_line_env_id(overrides, composed))
         cfg = saved_config.resumed(run_dir, saved, overrides, composed)
         preflight.check_job(cfg, {})
@@ -146,6 +153,7 @@ def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
 
     argv = sys.argv[1:] if argv is None else argv
+    console.guard()  # a closed, full or broken stdout/stderr never fails the run
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)
         sys.exit(0 if argv else 2)

@@ -122,8 +122,11 @@ class BatchedLauncher(Launcher):
         task_cfg = config.copy()
         with read_write(task_cfg), open_dict(task_cfg):
             del task_cfg["hydra"]
+        from rlrun.storage.rundir import linked_part
+
         done = self.resume and (job_dir / ".hydra" / "config.yaml").exists()  # a rerun keeps the job's first
-        if config.hydra.output_subdir is not None and not done:
+        linked = linked_part(job_dir, Path(str(config.hydra.sweep.dir))) is not None  # its group refuses it
+        if config.hydra.output_subdir is not None and not done and not linked:
             hydra_dir = job_dir / str(config.hydra.output_subdir)
             hydra_dir.mkdir(parents=True, exist_ok=True)
             (hydra_dir / "config.yaml").write_text(OmegaConf.to_yaml(task_cfg))
@@ -139,7 +142,9 @@ class BatchedLauncher(Launcher):
         setup_globals()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        sweep_dir.mkdir(parents=True, exist_ok=True)
+        # .batched/ marks the sweep as the batched launcher's, even where every group is one job run in its own
+        # directory (max_agents=1): the resume switch reruns only such a directory
+        (sweep_dir / ".batched").mkdir(parents=True, exist_ok=True)
         callbacks = self.hydra_context.callbacks
         prepared, plain = [], []
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
@@ -157,7 +162,7 @@ class BatchedLauncher(Launcher):
             first, last = chunk[0] + initial_job_idx, chunk[-1] + initial_job_idx
             group_dir = sweep_dir / ".batched" / (f"jobs{first}" if first == last else f"jobs{first}-{last}")
             dirs = [str(prepared[i][2].absolute()) for i in chunk]
-            done = self.resume and batching.finished([Path(d) for d in dirs])
+            done = self.resume and batching.finished([Path(d) for d in dirs], sweep_dir)
             for i in chunk:
                 shown = " ".join(filter_overrides(job_overrides[i]))
                 log.info(f"\t#{i + initial_job_idx} : {shown} [{group_dir.name}{', finished' if done else ''}]")
@@ -174,7 +179,9 @@ class BatchedLauncher(Launcher):
             if isinstance(objectives, BaseException):  # the group's process was lost: its jobs failed
                 reason = " ".join(str(objectives).splitlines()[:2])  # submitit: what ended and where its log is
                 batching.record_lost(
-                    [str(prepared[i][2].absolute()) for i in chunk], f"{type(objectives).__name__}: {reason}"
+                    [str(prepared[i][2].absolute()) for i in chunk],
+                    f"{type(objectives).__name__}: {reason}",
+                    sweep_dir.absolute(),
                 )
                 objectives = [None] * len(chunk)
             for i, value in zip(chunk, objectives):

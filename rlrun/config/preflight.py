@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from rlrun.config.appconfig import RLRUN_CONFIG, ConfigSource, initialized
 from rlrun.config.overrides import integral, may_be_integral, nearest_key
 from rlrun.config.replay_memory import check_replay, stored_obs_itemsize
+from rlrun.config.runnames import check_exp_name
 from rlrun.config.schemas import register_configs
 from rlrun.config.validate import validate
 from rlrun.envs.pixels import check_ale, check_image_obs
@@ -95,22 +96,6 @@ def integral_overrides(overrides: list[str], source: ConfigSource) -> list[str]:
     except Exception:  # the error is reported when the whole command line is composed
         return overrides
     return integral(overrides, defaults)
-
-
-def normalized_argv(argv: list[str]) -> list[str]:
-    """A command line with its integral float literals of integer keys as integers (`total_steps=1e5`),
-    for Hydra's app, which reads the command line itself."""
-
-    if not any(may_be_integral(a) for a in argv):  # nothing to read (and argparse's --version would print)
-        return argv
-    try:
-        args = get_args_parser().parse_args(argv)
-    except SystemExit:  # argparse's own usage error: Hydra reports it
-        return argv
-    if not any(may_be_integral(o) for o in args.overrides):
-        return argv
-    fixed = dict(zip(args.overrides, integral_overrides(args.overrides, ConfigSource.from_args(args))))
-    return [fixed.get(a, a) for a in argv]
 
 
 def _explained(error: Exception, overrides: list[str], source: ConfigSource) -> str:
@@ -244,6 +229,10 @@ def plan(argv: list[str]) -> Plan | None:
         base = compose([o for o in overrides if not _is_sweep(o)] if args.multirun else overrides, source)
     except CompositionError as e:
         resumes = [o.split("=", 1)[1] for o in overrides if o.startswith("resume=")]
+        from rlrun.config.saved import first_unsafe, unsafe_override  # gymnasium: only for a resume refused here
+
+        if resumes and (unsafe := first_unsafe(overrides)) is not None:  # `pbt.fraction=0.9`: no pbt by default
+            raise unsafe_override(Path(resumes[0]), unsafe) from None
         if resumes:  # a path the override grammar cannot spell
             raise CompositionError(
                 f"{e.allowed}; to resume a run whose path has '=', spaces or quotes, use "
@@ -261,6 +250,7 @@ def plan(argv: list[str]) -> Plan | None:
                 resume_overrides=[o for o in overrides if not o.lstrip("+~").startswith(("resume=", "hydra"))],
             )
         check_job(task, {})
+        check_exp_name(task.exp_name)  # a new run's directory is named after it
         run_dir = Path(str(base.hydra.run.dir))
         rundir.check_new(run_dir)
         from rlrun.storage import agent_dirs  # imports torch: once the command is checked
@@ -269,20 +259,15 @@ def plan(argv: list[str]) -> Plan | None:
         agent_dirs.check(*dir_plan(task), run_dir, new=True)
         rundir.claim(run_dir, new=True)
         return Plan(_pinned(argv, "hydra.run.dir", run_dir), run_dir=run_dir, hydra_mode=base.hydra.mode)
-    from rlrun.sweeps.batching import check_launcher, resumes_sweep  # imports torch: once the command is checked
+    from rlrun.sweeps.batching import check_launcher, check_sweep_dir  # imports torch: once the command is checked
 
     check_launcher(base.hydra.launcher)
     probed: dict[Any, Any] = {}
+    check_exp_name(task_config(base).exp_name)  # the sweep's directory is named after it
     for job in job_overrides(overrides, str(base.hydra.sweeper._target_)):
         check_job(task_config(compose(job, source)), probed)
     sweep_dir = Path(str(base.hydra.sweep.dir))
-    if not resumes_sweep(base.hydra.launcher):
-        rundir.check_new(sweep_dir)
-    elif sweep_dir.exists() and any(sweep_dir.iterdir()) and not (sweep_dir / ".batched").is_dir():
-        raise rundir.RunDirError(  # the rerun of a batched sweep goes into its own directory, and only there
-            f"{sweep_dir} holds no batched sweep (no .batched/); hydra.launcher.resume=true reruns a batched "
-            "sweep into its own hydra.sweep.dir"
-        )
+    check_sweep_dir(sweep_dir, base.hydra.launcher)
     return Plan(_pinned(argv, "hydra.sweep.dir", sweep_dir), hydra_mode=base.hydra.mode)
 
 

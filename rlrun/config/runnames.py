@@ -10,7 +10,8 @@
   are its params), every override names it, as Hydra's `override_dirname` does.
 
 Names are filesystem-safe (a character outside `[A-Za-z0-9._=,+-]` becomes `-`) and capped at `MAX_CHARS`
-(the rest replaced by a hash of the whole).
+(the rest replaced by a hash of the whole). A typed `exp_name` must be such a name already (`check_exp_name`):
+it is refused, not rewritten, so the directory is named exactly as the user typed it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
+from rlrun.errors import ConfigError
 from rlrun.storage import bounded
 
 # Keys (and key prefixes, ending in ".") that name no experiment: logging, devices, Hydra, the logging
@@ -48,6 +50,15 @@ def safe(text: str, limit: int = MAX_CHARS) -> str:
     if len(out) > limit:
         out = out[: limit - 9] + "~" + hashlib.sha1(text.encode()).hexdigest()[:8]
     return out
+
+
+def check_exp_name(value: Any) -> None:
+    """A typed `exp_name` is part of one directory's name, as it is: refused (ConfigError) where it would
+    leave that name (`../x`, `a/b`, an interpolation giving a path) or change it (`safe` would rewrite it)."""
+    ok = value is None or (isinstance(value, str) and value != "" and safe(value) == value)
+    allowed = f"null or a name of letters, digits and . _ = , + - (at most {MAX_CHARS} characters)"
+    if not ok:
+        raise ConfigError("exp_name", value, allowed + "; hydra.run.dir / hydra.sweep.dir choose where runs go")
 
 
 def _items(overrides: Iterable[str], exclude: Iterable[str], keep: set[str] | None = None) -> list[str]:

@@ -150,13 +150,29 @@ def resumed(run_dir: Path, saved: DictConfig, overrides: list[str], composed: Di
                 value = OmegaConf.select(composed, key)
                 OmegaConf.update(cfg, key, value, merge=isinstance(value, DictConfig))
         elif OmegaConf.select(composed, key) != OmegaConf.select(cfg, key):
-            raise ConfigError(
-                key,
-                override.partition("=")[2],
-                f"only the saved value when resuming {run_dir}, as it "
-                f"changes the experiment (a resume may change {', '.join(RESUME_SAFE[:-1])})",
-            )
+            raise unsafe_override(run_dir, override)
     return cfg
+
+
+def unsafe_override(run_dir: Path, override: str) -> ConfigError:
+    """The refusal of an override that would change a resumed run's experiment."""
+    return ConfigError(
+        override.lstrip("+~").partition("=")[0],
+        override.partition("=")[2],
+        f"only the saved value when resuming {run_dir}, as it "
+        f"changes the experiment (a resume may change {', '.join(RESUME_SAFE[:-1])})",
+    )
+
+
+def first_unsafe(overrides: list[str]) -> str | None:
+    """The first override of a key a resume may not change (outside `RESUME_SAFE`; Hydra's own and `env.id`,
+    which may confirm the saved one, aside), or None: to blame where the overrides do not compose on the default config
+    (`pbt.fraction=0.9` where the default has no `pbt`)."""
+    for override in overrides:
+        key = override.lstrip("+~").partition("=")[0]
+        if key.split(".")[0].split("/")[0] not in (*RESUME_SAFE, "hydra") and key != "env.id":
+            return override
+    return None
 
 
 def from_checkpoint(run_dir: Path, state: dict[str, Any], env_id: str | None) -> DictConfig:

@@ -16,7 +16,7 @@ from omegaconf import MISSING, OmegaConf
 
 from rlrun.algos import ALGORITHMS
 from rlrun.config.pbt import PBTConfig
-from rlrun.config.runnames import job_subdir, run_part
+from rlrun.config.runnames import job_subdir, run_part, safe
 
 
 @dataclass
@@ -261,10 +261,10 @@ def register_configs() -> None:
         lambda seed, seeds: f"seed{seed}" if int(seeds) == 1 else f"seeds{seed}-{int(seed) + int(seeds) - 1}",
         replace=True,
     )
-    # Run and sweep-job names after what differs from the defaults (rlrun.config.runnames).
+    # Run and sweep-job names after what differs from the defaults, exp_name safe (rlrun.config.runnames).
     OmegaConf.register_new_resolver("rlrun_overrides", _run_part, replace=True)
     OmegaConf.register_new_resolver("rlrun_job_dir", _job_dir, replace=True)
-    OmegaConf.register_new_resolver("rlrun_exp_name", experiment_name, replace=True)
+    OmegaConf.register_new_resolver("rlrun_exp_name", lambda e, a="dqn": safe(experiment_name(e, a)), replace=True)
     cs = ConfigStore.instance()
     # Stored at the root (not in a group) so that `--help` lists only the real option groups.
     for name, node in SCHEMAS.items():

@@ -58,9 +58,7 @@ def _walk(node: Mapping, schema: type, prefix: str) -> None:
 
 
 def _holds_mapping(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        return True
-    return isinstance(value, (list, tuple)) and any(_holds_mapping(v) for v in value)
+    return isinstance(value, Mapping) or (isinstance(value, (list, tuple)) and any(map(_holds_mapping, value)))
 
 
 def _dataclass_in(hint: Any) -> Any:
@@ -214,6 +212,21 @@ def _run(cfg: DictConfig) -> None:
         plain: dict[str, Any] = OmegaConf.to_container(cfg.pbt, resolve=True)  # type: ignore[assignment]
         algo = algorithm(cfg.algo)
         pbt.check(plain, agents, algo.name, algo.batchable, cfg.eval.interval > 0, cfg.device.cuda_graphs)
+        for key, b in pbt.flat_space(plain["space"]).items():  # every value explored, at any round
+            try:
+                check_explored(cfg, key, [b["low"], b["high"]])
+            except ConfigError as e:
+                allowed = f"a range in {e.key}'s {e.allowed}"
+                raise ConfigError(f"pbt.space.{key}", [b["low"], b["high"]], allowed) from None
+
+
+def check_explored(cfg: DictConfig, key: str, values: list[float]) -> None:
+    """Each of `values` as `key`'s value in `cfg`, as a single run, passes every rule (else a ConfigError naming
+    the key); explored keys' rules are intervals, so the least and greatest value stand for all."""
+    for value in {min(values), max(values)}:
+        probe: Any = OmegaConf.merge(cfg, {"pbt": None, "agents": [], "seeds": 1})
+        OmegaConf.update(probe, key, value, merge=False)
+        validate(probe)
 
 
 # What K agents in one process (seeds > 1) cannot do, because they share one vector env or one update:

@@ -1,17 +1,23 @@
 """Sweep reports: load runs into pandas, aggregate seeds per configuration with rliable, write tables and plots.
 
-    python -m rlrun.report outputs/multirun/<sweep>
+    python -m rlrun.report outputs/multirun/<sweep> [more folders ...] [--out DIR]
 
-A configuration is a job's overrides without `seed`. The aggregates are those of Agarwal et al. (2021, "Deep
+Every run under the folders counts (links to run directories are followed for reading; the report is
+written into the one folder given, or into --out). A configuration is the settings that differ between the
+jobs, without `seed` (config groups and seeds read from each run's composed config); a PBT population is
+labelled as one. Runs of the same configuration and seed count once: the latest finished one is kept, and
+the report names the jobs left out. The aggregates are those of Agarwal et al. (2021, "Deep
 RL at the Edge of the Statistical Precipice"), computed by their `rliable` library: per configuration the
 interquartile mean (IQM: the mean of the middle 50% of the seeds) with a 95% stratified bootstrap confidence
 interval, of the greedy evaluation return (`final_eval_return`) and of the training return (the mean of the
 last 100 training episodes, exploration included); steps to the env's solve threshold (median over the seeds
 that reached it, and how many did); mean wall time. For two or more configurations of one env, the
 probability that the best one (by greedy-eval IQM) beats each other one, and a performance profile (the
-fraction of runs scoring above each return). Fewer than 5 seeds get a warning: the intervals are then wide
-and unreliable. Written into the sweep dir (or `--out DIR`): report.md, report.csv, curves.png and profile.png;
-a report that cannot be written there is one line naming where, exit 4.
+fraction of runs scoring above each return); for each swept numeric key (lr on a log axis), the final IQM
+return with its interval at each of its settings, one line per setting of the other swept keys (the
+sensitivity figure). Fewer than 5 seeds get a warning: the intervals are then wide and unreliable. Written:
+report.md, report.csv, curves.png, profile.png and sensitivity.png; a report that cannot be written
+is one line naming where, exit 4.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import argparse
 import importlib
 import importlib.util
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,20 +42,23 @@ if TYPE_CHECKING:
         iqm_ci,
         left_out,
         score_column,
+        sensitivity,
         summarize,
         trimmed_mean,
     )
-    from rlrun.report.plots import CURVE_BOOTSTRAP_REPS, plot_curves, plot_profile
-    from rlrun.report.tables import MIN_SEEDS, markdown_table, write_report
+    from rlrun.report.plots import CURVE_BOOTSTRAP_REPS, plot_curves, plot_profile, plot_sensitivity
+    from rlrun.report.tables import MIN_SEEDS, NoRunsError, markdown_table, write_report
     from rlrun.sweeps.jobtable import (
         CURVE_TAG,
         EVAL,
         FINISHED,
         TRAIN,
         curves_of,
+        latest_per_seed,
         load_curve,
         load_curves,
         load_run,
+        load_runs,
         load_sweep,
         quiet,
         run_dirs,
@@ -57,11 +67,11 @@ if TYPE_CHECKING:
 REPORT_EXTRA = ("pandas", "scipy", "rliable", "tabulate")  # the report extra's packages (pyproject.toml)
 _API_BY_MODULE = {  # the package's API, by the module that defines it (imported on first use)
     "rlrun.sweeps.jobtable": ("CURVE_TAG", "EVAL", "FINISHED", "TRAIN", "curves_of", "load_curve", "load_curves",
-                              "load_run", "load_sweep", "quiet", "run_dirs"),
+                              "load_run", "load_runs", "load_sweep", "latest_per_seed", "quiet", "run_dirs"),
     "rlrun.report.aggregate": ("BOOTSTRAP_REPS", "improvement_probability", "improvement_table", "iqm_ci",
-                               "left_out", "score_column", "summarize", "trimmed_mean"),
-    "rlrun.report.plots": ("CURVE_BOOTSTRAP_REPS", "plot_curves", "plot_profile"),
-    "rlrun.report.tables": ("MIN_SEEDS", "markdown_table", "write_report"),
+                               "left_out", "score_column", "sensitivity", "summarize", "trimmed_mean"),
+    "rlrun.report.plots": ("CURVE_BOOTSTRAP_REPS", "plot_curves", "plot_profile", "plot_sensitivity"),
+    "rlrun.report.tables": ("MIN_SEEDS", "NoRunsError", "markdown_table", "write_report"),
 }  # fmt: skip
 _API = {name: module for module, names in _API_BY_MODULE.items() for name in names}
 
@@ -94,23 +104,28 @@ __all__ = [
     "EVAL",
     "FINISHED",
     "MIN_SEEDS",
+    "NoRunsError",
     "TRAIN",
     "curves_of",
     "improvement_probability",
     "improvement_table",
     "iqm_ci",
+    "latest_per_seed",
     "left_out",
     "load_curve",
     "load_curves",
     "load_run",
+    "load_runs",
     "load_sweep",
     "main",
     "markdown_table",
     "plot_curves",
     "plot_profile",
+    "plot_sensitivity",
     "quiet",
     "run_dirs",
     "score_column",
+    "sensitivity",
     "summarize",
     "trimmed_mean",
     "write_report",
@@ -121,20 +136,40 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(
         prog="python -m rlrun.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("sweep_dir", type=Path)
-    p.add_argument("--out", type=Path, metavar="DIR", help="write the report there (default: the sweep directory)")
+    p.add_argument(
+        "folders", type=Path, nargs="+", metavar="folder", help="a sweep, a folder of runs or of links to runs"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="the folder to write the report into (made if missing); by default the one folder given, and "
+        "for several folders a new outputs/reports/<time> under the current directory",
+    )
     args = p.parse_args(argv)
-    if not args.sweep_dir.is_dir():
-        p.error(f"{args.sweep_dir} is not a directory")
+    for folder in args.folders:
+        if not folder.is_dir():
+            p.error(f"{folder} is not a directory")
     try:
-        from rlrun.report import write_report  # as any user imports it: ReportExtraMissing without the extra
+        from rlrun.report import (
+            NoRunsError,
+            write_report,
+        )  # as any user imports it: ReportExtraMissing without the extra
     except ReportExtraMissing as e:
         print(f"rlrun.report: {e}", file=sys.stderr)
         sys.exit(2)
+    out = args.out
+    if out is None and len(args.folders) > 1:
+        out = Path("outputs", "reports", datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f"))
     try:
-        text = write_report(args.sweep_dir, out=args.out)
-    except OSError as e:  # a read-only sweep directory, a report.md that is a directory, a full disk
-        where = Path(e.filename2 or e.filename or args.out or args.sweep_dir)
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+        text = write_report(args.folders, out=out)
+    except NoRunsError as e:
+        print(f"rlrun.report: {e}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:  # a read-only folder, a report.md that is a directory, a full disk
+        where = Path(e.filename2 or e.filename or out or args.folders[0])
         where = where.parent if where.name.endswith(".tmp") else where  # a new temporary file: its folder
         print(
             f"rlrun.report: cannot write the report: {where}: {e.strerror or e}; write it elsewhere with --out DIR",
@@ -142,3 +177,5 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(4)
     print(text)
+    if args.out is None and out is not None:  # a folder the user did not name
+        print(f"rlrun.report: written into {out}", file=sys.stderr)

@@ -178,3 +178,50 @@ def improvement_table(runs: pd.DataFrame, table: pd.DataFrame, reps: int = BOOTS
                     {"env": env, "x": best, "y": other, "score": column, "p": p, "ci95_low": lo, "ci95_high": hi}
                 )
     return pd.DataFrame(rows)
+
+
+def numeric_settings(runs: pd.DataFrame) -> list[str]:
+    """The swept keys whose settings are all numbers (`optimizer.lr`, `algo.gamma`, ...), in label order:
+    the keys a sensitivity figure draws on its x axis."""
+    keys: dict[str, set[float]] = {}
+    numeric: dict[str, bool] = {}
+    for settings in runs.get("settings", pd.Series(dtype=object)):
+        for key, value in settings.items():
+            try:
+                keys.setdefault(key, set()).add(float(value))
+                numeric.setdefault(key, True)
+            except ValueError:
+                numeric[key] = False
+    return [k for k in keys if numeric[k] and len(keys[k]) > 1]
+
+
+def others_label(settings: dict[str, str], key: str, population: str = "") -> str:
+    """A job's settings of the swept keys other than `key` (after its PBT population's label), as a line of
+    a sensitivity figure names them."""
+    rest = " ".join([population] * bool(population) + [f"{k}={v}" for k, v in settings.items() if k != key])
+    return rest or "all jobs"
+
+
+def sensitivity(runs: pd.DataFrame, reps: int = BOOTSTRAP_REPS) -> pd.DataFrame:
+    """Per env and swept numeric key (`numeric_settings`): for each setting of the key and each setting of
+    the other swept keys, the IQM over seeds of the final return (`score_column`) with its 95% stratified
+    bootstrap CI (`iqm_ci`). Columns: env, key, value, others, seeds, iqm, ci95_low, ci95_high, score."""
+    column = score_column(runs)
+    done = finished_runs(runs)
+    rows = []
+    for key in numeric_settings(done):
+        has_key = done[[key in s for s in done["settings"]]]
+        points = has_key.assign(
+            value=[float(s[key]) for s in has_key["settings"]],
+            others=[others_label(s, key, p) for s, p in zip(has_key["settings"], has_key["population"])],
+        )
+        for (env, others, value), g in points.groupby(["env", "others", "value"], sort=True):
+            scores = _finite(g[column])
+            iqm, lo, hi = iqm_ci(scores, reps)
+            rows.append(
+                {"env": env, "key": key, "value": value, "others": others, "seeds": len(scores), "iqm": iqm,
+                 "ci95_low": lo, "ci95_high": hi, "score": column}
+            )  # fmt: skip
+    return pd.DataFrame(
+        rows, columns=["env", "key", "value", "others", "seeds", "iqm", "ci95_low", "ci95_high", "score"]
+    )

@@ -192,3 +192,44 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
         _readable_axes(ax, "{:,.6g}")
     _legend_below(fig, entries)
     return _save(fig, path)
+
+
+def log_axis(values: Any) -> bool:
+    """A key's settings read on a log axis: all positive and spanning a factor of 10 or more (a lr sweep)."""
+    values = np.asarray(values, dtype=float)
+    return bool(len(values) and (values > 0).all() and values.max() >= 10 * values.min())
+
+
+def plot_sensitivity(points: pd.DataFrame, path: Path):
+    """Per env (a row) and swept numeric key (a column, on a log axis where `log_axis`): the final IQM return
+    over seeds at each setting of the key with its 95% CI (`aggregate.sensitivity`), one line per setting of
+    the other swept keys. None where no numeric key was swept."""
+    if points.empty:
+        return None
+    envs, keys = sorted(points["env"].unique()), list(dict.fromkeys(points["key"]))
+    colors = _colors(points["others"])
+    what = "greedy evaluation return" if points["score"].iloc[0] == EVAL else "training return (last 100 episodes)"
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(envs), len(keys), figsize=(6 * len(keys), 4 * len(envs)), squeeze=False)
+    entries: dict[str, Any] = {}
+    for (i, env), (j, key) in ((e, k) for e in enumerate(envs) for k in enumerate(keys)):
+        ax, d = axes[i, j], points[(points["env"] == env) & (points["key"] == key)]
+        for others, line in d.groupby("others", sort=True):
+            line = line.sort_values("value")
+            x, iqm, low, high = (line[c].to_numpy(float) for c in ("value", "iqm", "ci95_low", "ci95_high"))
+            ax.errorbar(x, iqm, yerr=np.stack([iqm - low, high - iqm]), color=colors[others], marker="o", capsize=4)
+            n = sorted(set(line["seeds"]))
+            entries[f"{others} (n={n[0]}" + (f"-{n[-1]})" if len(n) > 1 else ")")] = colors[others]
+        if log_axis(d["value"]):
+            # matplotlib takes ~0.5 s to import: only when a figure is drawn
+            from matplotlib.ticker import NullFormatter
+
+            ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        _readable_axes(ax, "{:,.6g}")
+        ax.set_title(f"{env}: final {what} against {key}\n(IQM over seeds, 95% CI)", fontsize=10)
+        ax.set_xlabel(key)
+        ax.set_ylabel("return")
+        ax.grid(alpha=0.3, which="both")
+    _legend_below(fig, entries)
+    return _save(fig, path)

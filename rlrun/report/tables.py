@@ -1,5 +1,5 @@
 """The report itself: its tables in markdown, and `write_report`, which puts report.md, report.csv,
-curves.png and profile.png into the sweep directory."""
+curves.png, profile.png and sensitivity.png into the sweep directory (or the directory it is given)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ from rlrun.report.aggregate import (
     finished_runs,
     improvement_table,
     left_out,
+    sensitivity,
     summarize,
 )
-from rlrun.report.plots import plot_curves, plot_profile
+from rlrun.report.plots import plot_curves, plot_profile, plot_sensitivity
 from rlrun.storage import bounded, rundir
-from rlrun.sweeps.jobtable import EVAL, EVAL_TAG, FINISHED, curves_of, load_sweep
+from rlrun.sweeps.jobtable import EVAL, EVAL_TAG, FINISHED, curves_of, folder_name, latest_per_seed, load_runs
 
 MIN_SEEDS = 5  # below this the report warns that its confidence intervals are unreliable
 
@@ -44,13 +45,18 @@ def _steps_cell(row: Any) -> str:
     return f"{row.steps_to_threshold_median:,.0f} ({row.solved})"
 
 
-def shared_settings(root: Path, runs: pd.DataFrame) -> list[str]:
+class NoRunsError(ValueError):
+    """The folders given to a report hold no readable run."""
+
+
+def shared_settings(runs: pd.DataFrame) -> list[str]:
     """A line per sweep naming the overrides every one of its jobs has (its job directories name only the
     swept keys): the command line's overrides that are no sweep, read from the sweep's multirun.yaml."""
     lines = []
-    for sweep in sorted(set(runs["sweep"]) - {""}) if "sweep" in runs else []:
+    sweeps = runs[runs["sweep"] != ""].groupby("sweep")["sweep_dir"].first() if "sweep" in runs else {}
+    for sweep, sweep_dir in sorted(dict(sweeps).items()):
         try:
-            task = [str(o) for o in bounded.load_yaml(root / sweep / "multirun.yaml")["hydra"]["overrides"]["task"]]
+            task = [str(o) for o in bounded.load_yaml(Path(sweep_dir) / "multirun.yaml")["hydra"]["overrides"]["task"]]
         except (bounded.FileRefused, KeyError, TypeError):
             continue
         swept = swept_in(task)
@@ -104,19 +110,57 @@ def shown(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def write_report(root: Path, reps: int = BOOTSTRAP_REPS, out: Path | None = None) -> str:
-    """Write report.md, report.csv, curves.png and profile.png into `out` (made if missing; by default
-    `root`, the sweep directory); returns the markdown. An `OSError` names what could not be written."""
-    root = Path(root)
-    out = root if out is None else Path(out)
-    runs = load_sweep(root)
-    damaged = [f"- `{job}`: {why}" for job, why in runs.attrs["damaged"]]
-    for job, why in runs.attrs["damaged"]:
+def merged_seeds(merged: list[tuple[str, list[str]]]) -> list[str]:
+    """A line per seed that several jobs of one configuration ran: the job kept and the jobs left out."""
+    return [f"- `{kept}` kept; left out: " + ", ".join(f"`{d}`" for d in dropped) for kept, dropped in merged]
+
+
+def sensitivity_section(runs: pd.DataFrame, out: Path, reps: int) -> list[str]:
+    """The sensitivity figure of each swept numeric key (`aggregate.sensitivity`), with its caption."""
+    points = sensitivity(runs, reps)
+    path = plot_sensitivity(points, out / "sensitivity.png")
+    if path is None:
+        return []
+    keys = ", ".join(f"`{k}`" for k in dict.fromkeys(points["key"]))
+    what = "greedy evaluation return" if points["score"].iloc[0] == EVAL else "training return"
+    return [
+        "",
+        f"![sensitivity]({path.name})",
+        "",
+        f"Sensitivity: the final {what} (IQM over seeds, 95% stratified bootstrap CI) against each swept number "
+        f"({keys}; a log axis where its settings span a factor of 10 or more), one line per setting of the other "
+        "swept keys.",
+    ]
+
+
+def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path | None = None) -> str:
+    """Write report.md, report.csv, curves.png, profile.png and sensitivity.png into `out` (by default the one
+    folder `root`) for the runs under `root` (a folder, or several); returns the markdown. Runs of the same
+    configuration and seed count once (`latest_per_seed`). Raises `NoRunsError` where no run was found."""
+    roots = [Path(r) for r in ([root] if isinstance(root, (str, Path)) else root)]
+    if out is None:
+        if len(roots) != 1:
+            raise ValueError("a report of several folders needs the folder to write it into (out=...)")
+        out = roots[0]
+    found = load_runs(roots)
+    damaged = [f"- `{job}`: {why}" for job, why in found.attrs["damaged"]]
+    for job, why in found.attrs["damaged"]:
         print(f"rlrun: warning: skipped the damaged job {job}: {why}", file=sys.stderr)
-    if runs.empty:
-        return shown("\n".join([f"No readable runs under {root}.", *damaged]))
+    if found.empty:
+        folders = ", ".join(str(r) for r in roots)
+        raise NoRunsError(
+            f"no readable runs under {folders} (a run is a directory holding .hydra/config.yaml"
+            + (f"; {len(damaged)} damaged)" if damaged else ")")
+        )
+    runs = latest_per_seed(found)
+    merged = runs.attrs["merged"]
+    for kept, dropped in merged:
+        print(
+            f"rlrun: warning: {len(dropped) + 1} jobs ran the same configuration and seed; kept {kept}, left out "
+            + ", ".join(dropped),
+            file=sys.stderr,
+        )
     table = summarize(runs, reps)
-    out.mkdir(parents=True, exist_ok=True)
     rundir.write_text(out / "report.csv", shown(table.to_csv(index=False)))
     done = finished_runs(runs)
     envs = ", ".join(
@@ -124,15 +168,22 @@ def write_report(root: Path, reps: int = BOOTSTRAP_REPS, out: Path | None = None
         for env, t in done.groupby("env")["reward_threshold"].first().items()
     )
     lines = [
-        f"# Sweep report: {root}",
+        f"# Sweep report: {', '.join(folder_name(r) for r in roots)}",
         "",
         f"{_plural(len(runs), 'job')} ({len(done)} finished"
         + (f", {len(damaged)} damaged and skipped" if damaged else "")
+        + (f"; {_plural(len(found) - len(runs), 'repeat')} of a seed left out" if merged else "")
         + f"), {_plural(len(table), 'configuration')}"
         + (f"; {envs}." if envs else "."),
         "",
     ]
-    lines += shared_settings(root, runs) + pooled(runs)
+    lines += shared_settings(runs) + pooled(runs)
+    if merged:
+        lines += [
+            f"**Note:** {_plural(len(merged), 'seed')} of a configuration ran more than once; each counts once, "
+            "by its latest finished job (see Repeated seeds).",
+            "",
+        ]
     few = table[table.seeds < MIN_SEEDS] if not table.empty else table
     if not few.empty:
         lines += [
@@ -154,6 +205,7 @@ def write_report(root: Path, reps: int = BOOTSTRAP_REPS, out: Path | None = None
                 f" Wall time: {_plural(shared, 'job')} trained as agents of batched processes; each is "
                 "given its process's training time divided by the agents the process trained (shared, not its own)."
             )
+        lines += sensitivity_section(runs, out, reps)
         improvement = improvement_table(runs, table, reps // 2)
         if not improvement.empty:
             what = "greedy evaluation return" if improvement.score.iloc[0] == EVAL else "training return"
@@ -178,7 +230,12 @@ def write_report(root: Path, reps: int = BOOTSTRAP_REPS, out: Path | None = None
     if not failed.empty:
         lines += ["", "## Failed jobs", ""]
         lines += [f"- `{r.job}` ({r.status}): {r.error}" for r in failed.itertuples()]
-    for title, items in (("Jobs left out of the aggregates", left_out(runs)), ("Damaged jobs (skipped)", damaged)):
+    sections = (
+        ("Jobs left out of the aggregates", left_out(runs)),
+        ("Repeated seeds (one job kept per configuration and seed)", merged_seeds(merged)),
+        ("Damaged jobs (skipped)", damaged),
+    )
+    for title, items in sections:
         lines += ["", f"## {title}", "", *items] if items else []
     thresholds = done.groupby("env")["reward_threshold"].first().to_dict()
     figures = [

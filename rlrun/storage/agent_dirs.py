@@ -67,7 +67,7 @@ def check(
         if not where.is_relative_to(top) or where in (top, run):
             inside = f"{top} (the sweep of group {run.name})" if top != run else str(run)
             raise ConfigError(key, shown, f"a directory below {inside}; {where} is not")
-        link = next((p for p in [where, *where.parents] if p.is_relative_to(top) and p != top and p.is_symlink()), None)
+        link = rundir.linked_part(where, top)
         if link is not None:
             raise ConfigError(
                 key, shown, f"a directory, not a symlink ({link} is one); rlrun never writes through links"

@@ -196,15 +196,34 @@ def write_text(path: Path, text: str) -> None:
         f.write(text)
 
 
-def open_append(path: Path) -> IO[str]:
-    """`path` opened to append text (created if missing), never through a link: a link there is refused."""
+def open_append(path: Path, readable: bool = False) -> IO[str]:
+    """`path` opened to append text (created if missing), never through a link: a link there is refused.
+    `readable`: its descriptor may also be read (`append_line` looks at the last line)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        fd = os.open(path, (os.O_RDWR if readable else os.O_WRONLY) | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise RunDirError(f"{path} is a link; rlrun appends to it in place, never through a link") from None
         raise
     return os.fdopen(fd, "a", newline="")
+
+
+def linked_part(path: Path, root: Path) -> Path | None:
+    """The first of `path` and its parents below `root` (not `root` itself) that is a symlink, or None: a
+    directory reached through it is another's, and rlrun never writes there."""
+    path, root = Path(os.path.abspath(path)), Path(os.path.abspath(root))
+    return next((p for p in [path, *path.parents] if p.is_relative_to(root) and p != root and p.is_symlink()), None)
+
+
+def check_unlinked(paths: list[Path], root: Path) -> None:
+    """Refuse (`RunDirError`) directories of which one, or a directory on the way to it from `root`, is a link."""
+    for path in paths:
+        link = linked_part(path, root)
+        if link is not None:
+            raise RunDirError(
+                f"{link} is a link to {link.resolve()}: rlrun never writes through a link; "
+                "replace it by a directory of its own, or remove it"
+            )
 
 
 def check_links(path: Path) -> None:

@@ -115,10 +115,12 @@ def of_failure(error: str) -> Summary:
 
 def objective(summary: Mapping[str, Any] | None, kind: str = TRAIN) -> float | None:
     """What a job returns to sweepers (Optuna), as the config's `objective` says (`OBJECTIVES`): its final
-    100-episode mean training return (a batched run's: its agents' mean), or `robust_score`; None if it
-    failed."""
+    100-episode mean training return (a batched run's: its agents' mean), or `robust_score`. A failed job
+    returns None (Optuna counts the trial failed), but under `robust` 0.0: none of its seeds solved and held
+    it, which is that score's own worst, so a diverging trial steers the search away and never leaves it
+    without a completed trial."""
     if summary is None or summary.get("status") == "failed":
-        return None
+        return 0.0 if kind == "robust" else None
     return robust_score(summary) if kind == "robust" else summary.get(TRAIN)
 
 

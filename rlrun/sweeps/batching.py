@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlrun.config.saved import from_saved
 from rlrun.config.validate import BATCHED_UNSUPPORTED
 from rlrun.errors import ConfigError
-from rlrun.storage import summary as run_summary
+from rlrun.storage import agent_dirs, rundir, summary as run_summary
 from rlrun.training import agents
 
 PREEMPTED = "preempted"
@@ -71,6 +71,20 @@ def check_launcher(launcher: DictConfig) -> None:
 def resumes_sweep(launcher: DictConfig) -> bool:
     """Whether this command reruns a batched sweep into its own (non-empty) directory: `hydra.launcher.resume`."""
     return launcher.get("_target_") == LAUNCHER and launcher.get("resume") is True
+
+
+def check_sweep_dir(sweep_dir: Path, launcher: DictConfig) -> None:
+    """A sweep's directory must be new or empty (rundir.check_new), but for the resume switch: then it is
+    its own batched sweep's, marked by `.batched/`, which must be a directory, not a link to another's."""
+    if not resumes_sweep(launcher):
+        rundir.check_new(sweep_dir)
+    elif (sweep_dir / ".batched").is_symlink():  # another sweep's groups: never resumed or written through it
+        rundir.check_unlinked([sweep_dir / ".batched"], sweep_dir)
+    elif sweep_dir.exists() and any(sweep_dir.iterdir()) and not (sweep_dir / ".batched").is_dir():
+        raise rundir.RunDirError(  # the rerun of a batched sweep goes into its own directory, and only there
+            f"{sweep_dir} holds no batched sweep (no .batched/); hydra.launcher.resume=true reruns a batched "
+            "sweep into its own hydra.sweep.dir"
+        )
 
 
 def batchable_keys(cfg: DictConfig) -> tuple[str, ...]:
@@ -144,13 +158,10 @@ def run_dir(job_dirs: list[str], group_dir: str) -> Path:
 
 def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir: str) -> list[Any]:
     """Train these jobs (plain config dicts, one directory each) in one process. Returns each job's
-    objective (its final 100-episode mean return; None for a failed job), or PREEMPTED for all. A chunk
-    run before (a rerun of its sweep) is skipped when it finished and continued when its process died."""
+    objective (rlrun.storage.summary.objective: None for a failed job, 0.0 under `robust`), or PREEMPTED for
+    all. A chunk run before (a rerun of its sweep) is skipped when it finished and continued when its process died."""
     # the batched launcher is found by Hydra on every start: the training stack only when a group runs
     from rlrun import run
-
-    # the batched launcher is found by Hydra on every start: the training stack only when a group runs
-    from rlrun.storage import rundir
 
     # the batched launcher is found by Hydra on every start: the training stack only when a group runs
     from rlrun.training import jobs
@@ -160,8 +171,9 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
 
     configs = [from_saved(c) for c in task_configs]
     dirs = [Path(d) for d in job_dirs]
-    where = run_dir(job_dirs, group_dir)
+    where, top = run_dir(job_dirs, group_dir), agent_dirs.root(Path(group_dir))
     try:
+        rundir.check_unlinked([*dirs, Path(group_dir)], top)  # a linked job dir or .batched/ is another's
         with rundir.owned(where):  # a live earlier attempt (a lost node's) is refused here, untouched
             if finished(dirs):
                 return [objective(d, c.objective) for d, c in zip(dirs, configs)]
@@ -182,8 +194,8 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
         _, message = jobs.exit_code(e, Path(group_dir))
         print(f"rlrun: jobs in {group_dir} failed: {message}", file=sys.stderr)
         for d in dirs:
-            jobs.record_failure(d, e)
-        return [None] * len(configs)
+            jobs.record_failure(d, e, top)
+        return [run_summary.objective(None, c.objective) for c in configs]  # a failed job's
     return [objective(d, c.objective) for d, c in zip(dirs, configs)]
 
 
@@ -204,12 +216,14 @@ def lost(job_dir: Path) -> bool:
         return False
 
 
-def finished(job_dirs: list[Path]) -> bool:
-    """Every job of the chunk has its own summary (finished, or failed by itself), none of them lost."""
-    return all((d / run_summary.FILE).exists() and not lost(d) for d in job_dirs)
+def finished(job_dirs: list[Path], sweep_dir: Path | None = None) -> bool:
+    """Every job of the chunk has its own summary (finished, or failed by itself), none of them lost, and none
+    reached through a link below `sweep_dir` (another run's summary: its group refuses it)."""
+    unlinked = [sweep_dir is None or rundir.linked_part(d, sweep_dir) is None for d in job_dirs]
+    return all(ok and (d / run_summary.FILE).exists() and not lost(d) for d, ok in zip(job_dirs, unlinked))
 
 
-def record_lost(job_dirs: list[str], reason: str) -> None:
+def record_lost(job_dirs: list[str], reason: str, sweep_dir: Path) -> None:
     """A chunk whose process died (killed, its node lost): each of its jobs without a summary of its own is
     marked failed with the reason; a rerun of the sweep with hydra.launcher.resume=true continues them."""
     # the batched launcher is found by Hydra on every start: the training stack only when a group runs
@@ -222,9 +236,9 @@ def record_lost(job_dirs: list[str], reason: str) -> None:
     )
     print(f"rlrun: jobs {', '.join(job_dirs)} failed: {error}", file=sys.stderr)
     for d in map(Path, job_dirs):
-        if not (d / run_summary.FILE).exists():
+        if not (d / run_summary.FILE).exists() and rundir.linked_part(d, sweep_dir) is None:
             d.mkdir(parents=True, exist_ok=True)
-            jobs.record_failure(d, error)
+            jobs.record_failure(d, error, sweep_dir)
 
 
 def continue_earlier_attempt(where: Path, dirs: list[Path]) -> dict[str, Any] | None:
@@ -232,7 +246,7 @@ def continue_earlier_attempt(where: Path, dirs: list[Path]) -> dict[str, Any] | 
     its newest checkpoint to continue from, or None, with the directories emptied as a new run finds them
     (each job's `.hydra/`, written by the launcher, kept)."""
     # the batched launcher is found by Hydra on every start: the training stack only when a group runs
-    from rlrun.storage import checkpoint, rundir
+    from rlrun.storage import checkpoint
 
     for d in dirs:
         if lost(d):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,32 +17,13 @@ from typing import Any
 
 import pandas as pd
 
-from rlrun.config.runnames import QUIET_KEYS, quiet_key
 from rlrun.storage import bounded, summary as run_summary
 from rlrun.storage.summary import EVAL, TRAIN, DamagedJob, Summary, read_file
+from rlrun.sweeps.labels import flatten, labelled, pbt_explored
 
 CURVE_TAG = "charts/mean_return_100"
 EVAL_TAG = "eval/mean_return"
 FINISHED = ("finished", "solved")
-
-
-def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(node, dict):
-        out: dict[str, Any] = {}
-        for k, v in node.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: node}
-
-
-def readable(value: str) -> str:
-    """An override's value as a label shows it: a float with at most 6 significant digits (a `range` of
-    floats gives 0.30000000000000004)."""
-    try:
-        number = float(value)
-    except ValueError:
-        return value
-    return f"{number:.6g}" if "." in value or "e" in value.lower() else value
 
 
 def _choices(path: Path) -> dict[str, Any]:
@@ -53,82 +35,138 @@ def _choices(path: Path) -> dict[str, Any]:
     return choices if isinstance(choices, dict) else {}
 
 
-def _value(row: dict[str, Any], key: str) -> str:
-    """A key's value in a job as its label shows it: the composed config's where the key is a value there
-    (so 1e-3 and 0.001, false and False are one value), else the override's (a group's option)."""
-    if f"cfg.{key}" in row:
-        return readable(str(row[f"cfg.{key}"]))
-    return readable(str(row["overrides"].get(key, row["choices"].get(key, "(default)"))))
+def folder_name(path: Path) -> str:
+    """A folder as the report names it: as given, or its own name where that is `.` or `..`."""
+    return path.resolve().name if path.name in ("", ".", "..") else str(path)
 
 
-def sweep_of(job: Path, root: Path) -> str:
-    """The sweep a job belongs to: its nearest directory (up to `root`) holding Hydra's multirun.yaml,
-    relative to `root` ("." for `root` itself); "" for a job of no sweep (a single run)."""
+def sweep_of(job: Path, root: Path) -> tuple[str, str]:
+    """The sweep a job belongs to: its nearest directory (up to `root`) holding Hydra's multirun.yaml, as
+    (name, directory). The name is its path relative to `root`, or `root`'s own name where `root` is the
+    sweep (never "."); ("", "") for a job of no sweep (a single run)."""
     for parent in job.parents:
         if (parent / "multirun.yaml").is_file():
-            return parent.relative_to(root).as_posix() if parent.is_relative_to(root) else str(parent)
+            if parent != root and parent.is_relative_to(root):
+                return parent.relative_to(root).as_posix(), str(parent)
+            return folder_name(parent), str(parent)
         if parent == root or root not in parent.parents:
             break
-    return ""
+    return "", ""
 
 
 def run_dirs(root: Path) -> list[Path]:
     """Every run under `root`: a directory holding `.hydra/config.yaml`. A batched run (`seeds=K`) counts
-    as its K agents (its `seed=*` subdirectories), exactly like K single-seed jobs."""
-    dirs = sorted(p.parent.parent for p in Path(root).rglob(".hydra/config.yaml"))
+    as its K agents (its `seed=*` subdirectories), exactly like K single-seed jobs.
+
+    Links to directories are followed for reading (a folder of links to runs is a selection of runs), each
+    real directory once: a link loop or a second link to the same run adds nothing."""
+    found, seen = [], set()
+    for top, subdirs, _ in os.walk(root, followlinks=True):
+        real = os.path.realpath(top)
+        if real in seen:
+            subdirs[:] = []
+            continue
+        seen.add(real)
+        subdirs.sort()
+        if os.path.isfile(os.path.join(top, ".hydra", "config.yaml")):
+            found.append(Path(top))
+    dirs = sorted(found)
     inside = {parent for d in dirs for parent in d.parents}
     return [d for d in dirs if d not in inside]
 
 
 def load_run(run_dir: Path) -> dict[str, Any]:
-    """One run as a flat dict: `job`, `configuration`, `status`, `error`, `cfg.*` values, summary fields,
-    and `nonfinite` (the summary's score fields that are NaN or infinite). Raises `DamagedJob`."""
+    """One run as a flat dict: `job`, `configuration`, `seed` (the composed config's), `written` (when its
+    summary, else its config, was last written), `status`, `error`, `cfg.*` values, summary fields,
+    `nonfinite` (the summary's score fields that are NaN or infinite), and `population` (for an agent of a
+    PBT population, its label, e.g. "PBT (truncation) exploring optimizer.lr"; else ""). Raises `DamagedJob`."""
     run_dir = Path(run_dir)
     cfg = read_file(run_dir / ".hydra" / "config.yaml", bounded.load_yaml, dict)
     overrides_file = run_dir / ".hydra" / "overrides.yaml"
     overrides = read_file(overrides_file, lambda p: bounded.load_yaml(p) or [], list) if overrides_file.exists() else []
     if not all(isinstance(o, str) for o in overrides):
         raise DamagedJob("overrides.yaml holds something other than overrides")
-    summary: Summary = run_summary.read(run_dir) if (run_dir / run_summary.FILE).exists() else {"status": "incomplete"}
+    summary_file = run_dir / run_summary.FILE
+    summary: Summary = run_summary.read(run_dir) if summary_file.exists() else {"status": "incomplete"}
     pairs = dict(o.lstrip("+~").split("=", 1) for o in overrides if "=" in o)
     pairs.pop("seed", None)
+    seed = cfg.get("seed")
     row: dict[str, Any] = {
         "job": str(run_dir),
         "configuration": " ".join(f"{k}={v}" for k, v in sorted(pairs.items())) or "(defaults)",
         "overrides": pairs,
+        "seed": seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+        "written": (summary_file if summary_file.exists() else run_dir / ".hydra" / "config.yaml").stat().st_mtime,
+        "population": "",
+        "explored": [],
         "status": summary.get("status"),
         "error": summary.get("error"),
         "nonfinite": [k for k in (EVAL, TRAIN) if isinstance(v := summary.get(k), float) and not math.isfinite(v)],
     }
-    row.update({f"cfg.{k}": v for k, v in _flatten(cfg).items()})
+    row.update({f"cfg.{k}": v for k, v in flatten(cfg).items()})
     row["choices"] = _choices(run_dir / ".hydra" / "hydra.yaml")
-    row.update({k: v for k, v in summary.items() if k not in ("status", "error", "nonfinite")})
+    if (explored := pbt_explored(run_dir.parent)) is not None:
+        row["explored"] = explored
+        kind = pairs.get("pbt", "population")
+        row["population"] = f"PBT ({kind}) exploring {', '.join(explored) or 'nothing'}"
+    row.update({k: v for k, v in summary.items() if k not in ("status", "error", "nonfinite", "seed")})
     return row
 
 
-def load_sweep(root: Path) -> pd.DataFrame:
-    """One row per job under `root`, config values as `cfg.*` columns, `env` the env id. Damaged jobs are
-    left out: `attrs["damaged"]` lists them as (job directory, reason).
+def load_runs(roots: list[Path]) -> pd.DataFrame:
+    """One row per job under the folders `roots` (each job once, whichever folder or link reaches it),
+    config values as `cfg.*` columns, `env` the env id, `sweep` the sweep it belongs to ("" for a single run)
+    and `sweep_dir` its directory. Damaged jobs are left out: `attrs["damaged"]` lists them as (job
+    directory, reason).
 
-    `configuration` names a job by the overrides that differ between jobs (seed excluded), so settings
-    given to the whole sweep do not clutter the labels.
+    `configuration` names a job by the settings that differ between jobs (seed excluded; `labels.labelled`), so
+    settings given to the whole sweep do not clutter the labels; `settings` holds them as a dict.
     """
-    rows, damaged = [], []
-    for d in run_dirs(root):
-        try:
-            rows.append(load_run(d))
-        except DamagedJob as e:
-            damaged.append((str(d), str(e)))
-    keys = {k for r in rows for k in r["overrides"] if not quiet_key(k, QUIET_KEYS)}
-    values = [{k: _value(r, k) for k in keys} for r in rows]
-    varying = sorted(k for k in keys if len({v[k] for v in values}) > 1)
-    for r, v in zip(rows, values):
-        r["configuration"] = " ".join(f"{k}={v[k]}" for k in varying) or "(all jobs)"
+    rows, damaged, seen = [], [], set()
+    for root in map(Path, roots):
+        for d in run_dirs(root):
+            if (real := os.path.realpath(d)) in seen:
+                continue
+            seen.add(real)
+            try:
+                row = load_run(d)
+            except DamagedJob as e:
+                damaged.append((str(d), str(e)))
+                continue
+            row["sweep"], row["sweep_dir"] = sweep_of(d, root)
+            rows.append(row)
+    labelled(rows)
+    for r in rows:
         r["env"] = r.get("cfg.env.id", "")
-        r["sweep"] = sweep_of(Path(r["job"]), Path(root))
-    table = pd.DataFrame(rows).drop(columns=["overrides", "choices"]) if rows else pd.DataFrame()
+    table = pd.DataFrame(rows).drop(columns=["overrides", "choices", "explored"]) if rows else pd.DataFrame()
     table.attrs["damaged"] = damaged
     return table
+
+
+def load_sweep(root: Path) -> pd.DataFrame:
+    """`load_runs` of one folder."""
+    return load_runs([root])
+
+
+def latest_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with one job per (configuration, env, seed): runs of the same configuration and seed are one
+    seed, not several. The job kept is the latest finished one (by `written`), else the latest;
+    `attrs["merged"]` lists (kept job, [the jobs dropped for it]). Jobs without a seed are all kept."""
+    if runs.empty or "seed" not in runs:
+        out = runs.copy()
+        out.attrs["merged"] = []
+        return out
+    ordered = runs.assign(_done=runs["status"].isin(FINISHED)).sort_values(["_done", "written"], kind="stable")
+    keys = ["configuration", "env", "seed"]
+    has_seed = ordered["seed"].notna()
+    kept = ordered[~has_seed | ~ordered.duplicated(keys, keep="last")]
+    merged = []
+    for _, g in ordered[has_seed].groupby(keys, sort=True):
+        if len(g) > 1:
+            merged.append((g["job"].iloc[-1], list(g["job"].iloc[:-1])))
+    out = runs.loc[sorted(kept.index)]
+    out.attrs = {**runs.attrs, "merged": merged}
+    return out
 
 
 @contextmanager

@@ -268,10 +268,11 @@ def dir_plan(cfg: DictConfig) -> tuple[list[str], Callable[[int], dict], bool]:
     return agent_names(cfg), expected, bool(cfg.get("agents"))
 
 
-def make_pbt(cfg: DictConfig) -> PBT | None:
-    """The run's population-based training (the `pbt` group), or None."""
+def make_pbt(cfg: DictConfig, rule: Callable[[str, list[float]], None] | None = None) -> PBT | None:
+    """The run's population-based training (the `pbt` group), or None; `rule(key, values)`: the key's own
+    rule, for the values a checkpoint's PBT state holds (rlrun.config.validate.check_explored)."""
     if cfg.get("pbt") is None:
         return None
     settings: dict[str, Any] = OmegaConf.to_container(cfg.pbt, resolve=True)  # type: ignore[assignment]
     initial = {key: values(cfg, key) for key in flat_space(settings["space"])}
-    return PBT(settings, cfg.seed, initial, agent_labels(cfg))
+    return PBT(settings, cfg.seed, initial, agent_labels(cfg), rule)

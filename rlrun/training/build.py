@@ -26,6 +26,7 @@ import rlrun.training.agents
 from rlrun.algos import algorithm
 from rlrun.config.replay_memory import stored_obs_itemsize
 from rlrun.config.schemas import experiment_name
+from rlrun.config.validate import check_explored
 from rlrun.envs.vector import check_spaces, env_spec, make_vector_env
 from rlrun.errors import ConfigError
 from rlrun.logs.logger import ConfigRecord, RunLogger, flat_hparams
@@ -275,4 +276,5 @@ def population(cfg: DictConfig, out_dir: Path, reward_threshold: float | None, r
                 sinks=make_sinks(backends, run),
             )
         )
-    return Population(out_dir, seeds, cfg.env.num_envs, loggers, dirs, labels, rlrun.training.agents.make_pbt(cfg))
+    pbt = rlrun.training.agents.make_pbt(cfg, lambda key, found: check_explored(cfg, key, found))
+    return Population(out_dir, seeds, cfg.env.num_envs, loggers, dirs, labels, pbt)

@@ -38,8 +38,14 @@ def fail(code: int, message: str) -> NoReturn:
     sys.exit(code)
 
 
-def record_failure(out_dir: Path, error: BaseException) -> None:
-    """Mark a sweep job as failed in its own directory, so the sweep goes on and the report lists it."""
+def record_failure(out_dir: Path, error: BaseException, root: Path | None = None) -> None:
+    """Mark a sweep job as failed in its own directory, so the sweep goes on and the report lists it. Never
+    through a link: a job directory that is one, or lies below one under `root` (its sweep directory),
+    belongs to another run, and its failure is on stderr only."""
+    link = rundir.linked_part(out_dir, root if root is not None else Path(out_dir).parent)
+    if link is not None:
+        print(f"rlrun: no failure record written into {out_dir}: {link} is a link", file=sys.stderr)
+        return
     detail = str(error) if refused(error) else "".join(traceback.format_exception(error))
     try:
         run_summary.write(out_dir, run_summary.of_failure(str(error)))

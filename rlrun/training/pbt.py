@@ -20,6 +20,7 @@ import io
 import logging
 import math
 import time
+from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ import torch
 from rlrun.config.pbt import flat_space
 from rlrun.errors import NonFiniteError
 from rlrun.storage import rundir
+from rlrun.storage.checkpoint import CheckpointError
+from rlrun.training import pbt_state
 from rlrun.training.parts import group_lrs, set_group_lrs
 
 log = logging.getLogger(__name__)
@@ -40,7 +43,15 @@ class PBT:
     """The population's exploit/explore rounds. `settings`: the `pbt` node as plain values; `initial`: each
     explored key's value per agent (from the config); `labels`: the agents' names (seed=S)."""
 
-    def __init__(self, settings: dict[str, Any], seed: int, initial: dict[str, list[float]], labels: list[str]):
+    def __init__(
+        self,
+        settings: dict[str, Any],
+        seed: int,
+        initial: dict[str, list[float]],
+        labels: list[str],
+        rule: Callable[[str, list[float]], None] | None = None,
+    ):
+        self.rule = rule  # a key's own rule (rlrun.config.validate.check_explored): values read from a checkpoint
         self.interval, self.fraction = int(settings["interval"]), float(settings["fraction"])
         self.fitness_kind, self.initial = settings["fitness"], settings["initial"]
         self.perturb, self.resample_probability = list(settings["perturb"]), float(settings["resample_probability"])
@@ -219,6 +230,14 @@ class PBT:
             "copied_at_episode": list(self.copied_at_episode),
             "inherited": list(self.inherited),
         }
+
+    def check_state(self, state: Any) -> None:
+        """A checkpoint's PBT state checked as the rest of a checkpoint is, before anything is loaded: a
+        CheckpointError naming what does not fit this run (a crafted or damaged file would otherwise end in a
+        traceback, at the end of training, or train with values the key's own rule refuses)."""
+        problem = pbt_state.problem(self, state)
+        if problem is not None:
+            raise CheckpointError(f"the checkpoint's PBT state does not fit this run: {problem}")
 
     def load_state_dict(self, state: dict[str, Any], trainer: Any) -> None:
         self.values = {k: list(v) for k, v in state["values"].items()}

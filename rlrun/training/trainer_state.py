@@ -44,6 +44,8 @@ def load_state_dict(self: Any, state: dict[str, Any]) -> None:
         raise ckpt.CheckpointError(
             f"checkpoint format {state['format']!r}: this rlrun reads format {CHECKPOINT_FORMAT}"
         )
+    if self.pbt is not None:  # before anything is loaded: None here would resume without PBT, losing its lineage
+        self.pbt.check_state(state.get("pbt"))
     try:
         p.learner.load_state_dict(state["learner"])
         p.buffer.load_state_dict(state["buffer"])
@@ -66,5 +68,5 @@ def load_state_dict(self: Any, state: dict[str, Any]) -> None:
     if self.population.failed:
         p.learner.failed = torch.zeros(self.population.agents, dtype=torch.bool, device=p.device)
         p.learner.failed[list(self.population.failed)] = True
-    if self.pbt is not None and state.get("pbt") is not None:
+    if self.pbt is not None:
         self.pbt.load_state_dict(state["pbt"], self)

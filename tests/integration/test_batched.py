@@ -291,7 +291,8 @@ def test_batched_multirun_reports_agents_as_seeds(tmp_path):
     assert sorted(df["cfg.seed"]) == [0, 0, 1, 1]
     assert sorted(df["configuration"].unique()) == ["optimizer.lr=0.001", "optimizer.lr=0.003"]
     assert (df["status"] == "finished").all() and (df["env_steps"] == 640).all()
-    assert (sweep / "report.md").exists()
+    assert "![sensitivity](sensitivity.png)" in (sweep / "report.md").read_text()  # lr swept, batched too
+    assert (sweep / "sensitivity.png").exists()
     # Each agent's own config is that of the single-seed run it equals, ready for rlrun.evaluate.
     from omegaconf import OmegaConf
 

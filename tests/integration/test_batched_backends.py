@@ -150,7 +150,7 @@ def test_a_lost_group_is_failed_jobs_and_a_rerun_finds_what_is_left(tmp_path):
         (d / ".hydra" / "config.yaml").write_text("seed: 0\n")
         (d / "episodes.csv").write_text("env_step,episode,return,length\n")
     (jobs[1] / "summary.json").write_text(json.dumps({"status": "failed", "error": "non-finite loss"}))
-    batching.record_lost([str(d) for d in jobs], "UncompletedJobError('job 12 has not produced any output')")
+    batching.record_lost([str(d) for d in jobs], "UncompletedJobError('job 12 has not produced any output')", tmp_path)
     first = json.loads((jobs[0] / "summary.json").read_text())
     assert first["status"] == "failed" and first["error"].startswith(batching.LOST)
     assert "has not produced any output" in first["error"] and "hydra.launcher.resume=true" in first["error"]

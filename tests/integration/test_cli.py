@@ -230,3 +230,48 @@ def test_a_command_composes_its_config_once_to_check_it_and_once_to_run_it(tmp_p
         assert composed == f"composed {[run, run]}"
     saved = (tmp_path / ("sweep/seed=0" if sweep else "run") / ".hydra" / "hydra.yaml").read_text()
     assert ("- hydra.mode=MULTIRUN" if sweep else "- hydra.mode=RUN") in saved  # as Hydra's own reading left it
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--cfg", "job", "seed=3", "total_steps=96"],
+        ["seed=3", "--cfg", "job", "total_steps=96"],
+        ["seed=3", "total_steps=96", "--cfg", "job"],
+        ["seed=3", "-c", "job", "total_steps=96", "--resolve"],
+    ],
+)
+def test_cfg_stands_anywhere_hydra_reads_it(tmp_path, argv):
+    proc = run_train(*argv, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "seed: 3" in proc.stdout and "total_steps: 96" in proc.stdout
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("argv", [["seed=3", "--info", "defaults"], ["--info", "defaults", "seed=3"]])
+def test_info_stands_anywhere(tmp_path, argv):
+    proc = run_train(*argv, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Defaults List" in proc.stdout
+
+
+def test_help_after_and_between_overrides(tmp_path):
+    proc = run_train("network=dueling", "--help", "total_steps=96", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"total_steps: 96\b", proc.stdout) and "dueling" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        ["seed=0,1", "total_steps=32", "-m"],  # users type it last
+        ["device=cpu", "--multirun", "seed=0,1", "total_steps=32"],  # compose's `train` service: device first
+        ["-m", "seed=0,1", "total_steps=32"],
+    ],
+)
+def test_multirun_stands_anywhere(tmp_path, where):
+    proc = run_train(*where, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [sweep] = (tmp_path / "outputs" / "multirun").iterdir()
+    assert sorted(p.name for p in sweep.glob("seed=*")) == ["seed=0", "seed=1"]
+    assert all((d / "summary.json").is_file() for d in sweep.glob("seed=*"))

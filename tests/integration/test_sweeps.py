@@ -46,8 +46,10 @@ def check_lr_seed_sweep(sweep_dir):
         assert row.solved == "0/2" and np.isnan(row.eval_return_iqm)  # eval.interval=0: no greedy evaluation
     assert (sweep_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
     assert (sweep_dir / "profile.png").read_bytes()[:4] == b"\x89PNG"
+    assert (sweep_dir / "sensitivity.png").read_bytes()[:4] == b"\x89PNG"  # the swept lr against the return
     report = (sweep_dir / "report.md").read_text()
     assert "optimizer.lr=0.001" in report and "Probability of improvement" in report
+    assert "![sensitivity](sensitivity.png)" in report
     assert "fewer than 5 seeds" in report and not re.search(r"\bnan\b", report, re.IGNORECASE)
 
 

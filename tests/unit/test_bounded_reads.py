@@ -241,13 +241,18 @@ def test_the_report_says_in_one_line_where_it_cannot_write(tmp_path, monkeypatch
     assert not (sweep / "report.md").exists()
 
 
-@pytest.mark.parametrize("args", [["-m", "hydra/launcher=batched", "seed=0,1"], []])
+@pytest.mark.parametrize(
+    "args",
+    [["-m", "hydra/launcher=batched", "seed=0,1", "hydra.sweep.dir=out/" + "a" * 400], ["hydra.run.dir=" + "a" * 400]],
+)
 def test_a_run_name_too_long_for_the_file_system_is_refused_before_running(tmp_path, monkeypatch, args):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(rundir.RunDirError, match="is 4.. bytes, and a name may have 255; shorten exp_name") as refused:
-        preflight.plan([*args, "exp_name=" + "a" * 400])
+    with pytest.raises(rundir.RunDirError, match="is 400 bytes, and a name may have 255; shorten") as refused:
+        preflight.plan(args)
     assert "\n" not in str(refused.value)
     assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ConfigError):  # a long exp_name: refused by its own rule
+        preflight.plan(["-m", "hydra/launcher=batched", "seed=0,1", "exp_name=" + "a" * 400])
 
 
 def test_only_torchs_profiler_note_of_a_compiled_step_is_dropped(caplog):

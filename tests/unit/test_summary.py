@@ -200,5 +200,6 @@ def test_the_robust_objective_counts_seeds_that_solved_and_held_then_the_80th_pe
     single = {"status": "finished", "env_steps": 100_000, **agent(50_000, 480.0)}
     assert summary.objective(single, "robust") == pytest.approx(1 + 0.5 / 2)
     assert summary.robust_score({**single, "reward_threshold": None}) is None
-    assert summary.objective({"status": "failed", "error": "x"}, "robust") is None
+    assert summary.objective({"status": "failed", "error": "x"}, "robust") == 0.0  # none held: the worst score
+    assert summary.objective(None, "robust") == 0.0  # a job that failed before its summary
     assert summary.objective(batched) is None  # the default: final_mean_return_100, which this one lacks
