@@ -7,7 +7,7 @@ S..S+N-1, batched: rlrun.training.population), then per preset the figures docs/
     python scripts/preset_seeds.py --compare default_pre_retune default_retune --seeds 100 --first 7000 --keep runs
 
 The confirmation step of the tuning recipe (docs/sweeps.md): `--compare INCUMBENT CANDIDATE` runs both on
-the same seeds (>= 100, never used to choose either) and compares them pairwise (scripts/benchlib/paired.py):
+the same seeds (>= 100, never used to choose either) and compares them pairwise (rlrun.compare.stats):
 solved counts with McNemar's exact test on the seeds only one of them solved, a paired-bootstrap interval of
 the difference in solve rates, and the steps-to-threshold quantiles. The candidate replaces the incumbent
 only when it solves significantly more seeds (p < 0.05); a tie keeps the incumbent. Settings to compare are
@@ -42,7 +42,8 @@ from statistics import median
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, next to this script
 
 from benchlib.common import report, same_config  # noqa: E402
-from benchlib.paired import Comparison, compare, quantile_step, rate_interval  # noqa: E402
+
+from rlrun.compare.stats import Comparison, compare, quantile_step, rate_interval  # noqa: E402
 
 PRESETS = {
     "default": ([], 100_000),

@@ -74,6 +74,7 @@ def test_every_command_module_has_its_console_script():
         "rlrun-report": "rlrun.report:main",
         "rlrun-doctor": "rlrun.doctor:main",
         "rlrun-export": "rlrun.export:main",
+        "rlrun-compare": "rlrun.compare.cli:main",
     }
 
 

@@ -1,4 +1,5 @@
-"""The paired check a preset change must pass (scripts/benchlib/paired.py), against values computed by hand."""
+"""The paired check a preset change must pass (rlrun.compare.stats, used by scripts/preset_seeds.py), against
+values computed by hand."""
 
 import sys
 from pathlib import Path
@@ -7,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from benchlib.paired import compare, mcnemar_exact, quantile_step, rate_interval  # noqa: E402
+from rlrun.compare.stats import compare, mcnemar_exact, quantile_step, rate_interval  # noqa: E402
 
 
 def test_mcnemar_exact_is_the_two_sided_binomial_tail_of_the_discordant_seeds():

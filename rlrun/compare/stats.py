@@ -1,9 +1,15 @@
-"""Two settings compared on the same seeds: the confirmation step a preset change must pass.
+"""Two settings compared on the same seeds: the paired statistics of `rlrun.compare` (and of the confirmation
+step a preset change must pass, scripts/preset_seeds.py).
 
-Each seed either reached the threshold within the budget (at some step) or did not. With both settings run
+A binary score (each seed either reached the threshold within the budget or did not): with both settings run
 on the same seeds, only the discordant seeds tell them apart (solved by one, not the other): McNemar's exact
 test asks whether those split as a fair coin would. A paired bootstrap over seeds gives an interval for the
 difference in solve rates, and the steps-to-threshold quantiles say how fast the solved ones got there.
+
+A continuous score (a final return, the area under a learning curve): the paired sign-flip (randomization)
+test of the mean difference, exact when the two settings' scores are exchangeable within a seed (which is
+what "no difference" means for settings run on the same seeds), and a paired bootstrap interval of that
+difference. The sequential rules that decide from these at several looks are in `rlrun.compare.sequential`.
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import binomtest
+
+EXACT_SIGN_FLIPS = 16  # up to this many pairs the sign-flip test enumerates all 2^n flips; above, it samples
+SIGN_FLIP_DRAWS = 100_000  # sampled flips: a p-value as small as 1e-5, below the first looks' levels
 
 ALPHA = 0.05  # a setting wins only with a two-sided p below this
 
@@ -90,3 +99,46 @@ def compare(
         incumbent, candidate, seeds, only_a, only_b, sum(a), sum(b),
         mcnemar_exact(len(only_a), len(only_b)), bootstrap_difference(a, b),
     )  # fmt: skip
+
+
+def paired_bootstrap(
+    a: Sequence[float], b: Sequence[float], level: float = 0.95, draws: int = 10_000, seed: int = 0
+) -> tuple[float, float]:
+    """The `level` paired-bootstrap (percentile) interval of mean(b - a): seeds resampled with replacement,
+    each keeping both of its scores."""
+    d = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    idx = np.random.default_rng(seed).integers(0, len(d), size=(draws, len(d)))
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(d[idx].mean(axis=1), [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def sign_flip_p(
+    a: Sequence[float],
+    b: Sequence[float],
+    draws: int = SIGN_FLIP_DRAWS,
+    seed: int = 0,
+    exact_up_to: int = EXACT_SIGN_FLIPS,
+) -> float:
+    """Two-sided p-value of the paired sign-flip test of mean(b - a) = 0: the share of the 2^n ways of swapping
+    the two scores within seeds whose mean difference is at least as far from 0 as the observed one.
+    Enumerated for up to `exact_up_to` pairs; sampled above, as (1 + hits) / (1 + draws), which keeps the
+    test valid (Phipson and Smyth 2010). A tolerance of 1e-9 of the scale keeps ties ties in floating point."""
+    d = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    n = len(d)
+    observed = abs(d.mean()) if n else 0.0
+    scale = float(np.abs(d).max()) if n else 0.0
+    if scale == 0.0:
+        return 1.0  # no seed tells the two apart
+    tol = 1e-9 * scale
+    if n <= exact_up_to:
+        signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
+        return float(np.mean(np.abs(signs @ d) / n >= observed - tol))
+    rng = np.random.default_rng(seed)
+    hits, done = 0, 0
+    while done < draws:  # in chunks: draws x n signs at once would be large
+        m = min(10_000, draws - done)
+        signs = rng.choice(np.array([-1.0, 1.0]), size=(m, n))
+        hits += int(np.sum(np.abs(signs @ d) / n >= observed - tol))
+        done += m
+    return (1 + hits) / (1 + draws)

@@ -1,0 +1,99 @@
+"""The two arms of a comparison as per-seed scores, read from their run directories with the report's readers
+(`rlrun.report.run_dirs`, `load_run`, `load_curve`): a batched run counts as its agents, a sweep as its jobs.
+
+Per seed: `solved` (the 100-episode training mean reached the env's threshold within the budget), `final`
+(the mean return of the last 100 training episodes) and `auc` (the mean of the 100-episode mean training
+return over the run's env steps: the area under its learning curve divided by its length).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from rlrun.errors import ConfigError
+from rlrun.report import FINISHED, TRAIN, load_curve, load_run, run_dirs
+from rlrun.storage.summary import DamagedJob
+
+METRICS = ("solved", "final", "auc")
+
+
+def read_arm(name: str, folder: Path) -> pd.DataFrame:
+    """One row per finished run under `folder`, indexed by its seed (from its composed config): job, env,
+    budget, threshold, solved_step, solved, final. Unfinished or damaged runs are left out (`attrs["left_out"]`);
+    a seed found twice is refused (ConfigError: which runs would pair is ambiguous)."""
+    rows, left = [], []
+    where: dict[int, Path] = {}
+    for d in run_dirs(folder):
+        try:
+            row = load_run(d)
+        except DamagedJob as e:
+            left.append(f"{d}: {e}")
+            continue
+        seed = row.get("cfg.seed")
+        if not isinstance(seed, int):
+            left.append(f"{d}: no seed in .hydra/config.yaml")
+            continue
+        if seed in where:
+            raise ConfigError(name, str(folder), f"a folder with one run per seed (seed {seed}: {where[seed]} and {d})")
+        where[seed] = d
+        if row["status"] not in FINISHED:
+            left.append(f"{d}: {row['status']}")
+            continue
+        final = row.get(TRAIN)
+        rows.append(
+            {
+                "seed": seed,
+                "job": str(d),
+                "env": row.get("cfg.env.id"),
+                "budget": row.get("cfg.total_steps"),
+                "threshold": row.get("reward_threshold"),
+                "solved_step": row.get("solved_step"),
+                "solved": row.get("solved_step") is not None,
+                "final": np.nan if final is None else float(final),
+            }
+        )
+    table = pd.DataFrame(
+        rows, columns=["seed", "job", "env", "budget", "threshold", "solved_step", "solved", "final"]
+    ).set_index("seed")
+    table.attrs["left_out"] = left
+    return table.sort_index()
+
+
+def curve_area(curve: pd.DataFrame) -> float:
+    """The mean of a (step, value) curve over its steps (trapezoids); its one value for a single point."""
+    if curve.empty:
+        return float("nan")
+    steps, values = curve["step"].to_numpy(float), curve["value"].to_numpy(float)
+    if len(steps) == 1 or steps[-1] == steps[0]:
+        return float(values[-1])
+    return float(np.sum((values[1:] + values[:-1]) / 2 * np.diff(steps)) / (steps[-1] - steps[0]))
+
+
+def curves(table: pd.DataFrame, label: str) -> pd.DataFrame:
+    """Every run's 100-episode mean training curve, in the report's long format (job, configuration, env)."""
+    frames = [
+        load_curve(Path(row.job)).assign(job=row.job, configuration=label, env=row.env) for row in table.itertuples()
+    ]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=["step", "value", "job", "configuration", "env"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def with_auc(table: pd.DataFrame, arm_curves: pd.DataFrame) -> pd.DataFrame:
+    """`table` with its `auc` column, from the arm's curves."""
+    areas = {job: curve_area(c) for job, c in arm_curves.groupby("job")}
+    return table.assign(auc=[areas.get(job, np.nan) for job in table["job"]])
+
+
+def paired(a: pd.DataFrame, b: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, list[int]]:
+    """The seeds both arms finished, with both scores (`a_<column>`, `b_<column>`), and the seeds left out
+    because one arm's score is missing (a run stopped by a non-finite update has no final return)."""
+    both = pd.concat([a.add_prefix("a_"), b.add_prefix("b_")], axis=1, join="inner")
+    if metric == "solved":
+        return both, []
+    missing = both[both[f"a_{metric}"].isna() | both[f"b_{metric}"].isna()].index.tolist()
+    return both.drop(index=missing), missing

@@ -1,0 +1,205 @@
+"""A comparison from its checked command line to its verdict: the rounds (or the existing folders), a look
+after each, and the files written at the end."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rlrun.compare import arms, decide, output, sequential
+from rlrun.compare.cli import BadInput, _int, arm_overrides, check_overrides, fail, folder
+from rlrun.compare.rounds import ARMS, Plan, RoundError, Runner, check_plan, run_round, write_plan
+from rlrun.errors import ConfigError
+
+OUTPUTS = ("compare.md", "compare.csv", "curves.png")  # what a comparison of existing folders writes, and rewrites
+
+
+@dataclass
+class Job:
+    plan: Plan
+    root: Path
+    threshold: float | None
+    command_line: str
+
+
+def threshold_of(task: Any) -> float | None:
+    """The env's solve threshold, as a run takes it: env.reward_threshold, else gymnasium's spec."""
+    if task.env.reward_threshold is not None:
+        return float(task.env.reward_threshold)
+    import gymnasium
+
+    try:
+        return gymnasium.spec(str(task.env.id)).reward_threshold
+    except Exception:  # an id gymnasium does not register itself (module:Env): no threshold known here
+        return None
+
+
+def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, command_line: str) -> Job:
+    """Check everything the comparison will run, as `python -m rlrun.train` would (BadInput: nothing is written)."""
+    from rlrun.config import preflight
+
+    per_round, budget, first = _int(own, "seeds", 1), _int(own, "max_seeds", 1), _int(own, "seed", 0)
+    if budget < per_round:
+        raise BadInput(f"max_seeds={budget}: at least seeds={per_round}")
+    overrides = {arm: arm_overrides(arm, own[arm]) for arm in ARMS}
+    for arm in ARMS:
+        check_overrides(f"{arm}={own[arm]!r}", overrides[arm])
+    check_overrides("shared overrides", common)
+    shared_keys = {o.lstrip("+~").partition("=")[0] for o in common}
+    for arm in ARMS:
+        both = sorted(shared_keys & {o.lstrip("+~").partition("=")[0] for o in overrides[arm]})
+        if both:
+            raise BadInput(f"{both[0]} is set both by {arm} and by the shared overrides: set it in one place")
+    tasks: dict[str, Any] = {}
+    probed: dict[Any, Any] = {}
+    for arm in ARMS:
+        try:
+            whole = preflight.integral_overrides([*overrides[arm], *common], preflight.RLRUN_CONFIG)
+            overrides[arm], shared = whole[: len(overrides[arm])], whole[len(overrides[arm]) :]
+            task = preflight.task_config(preflight.compose([*whole, f"seed={first}", f"seeds={per_round}"]))
+            preflight.check_job(task, probed)
+        except ConfigError as e:
+            raise BadInput(f"arm {arm} ({own[arm] or 'the defaults'}): {e}") from None
+        tasks[arm] = task
+    common = shared
+    env_a, env_b = str(tasks["A"].env.id), str(tasks["B"].env.id)
+    if env_a != env_b:
+        raise BadInput(f"the arms train on different envs ({env_a}, {env_b}); a comparison pairs seeds of one env")
+    threshold = threshold_of(tasks["A"])
+    if metric == "solved" and threshold is None:
+        raise BadInput(
+            f"metric=solved needs a reward threshold, and {env_a} has none: set env.reward_threshold=..., or "
+            "choose metric=final or metric=auc"
+        )
+    from rlrun.config.runnames import safe
+
+    name = safe(f"{env_a}__{'_'.join(overrides['A']) or 'defaults'}__vs__{'_'.join(overrides['B']) or 'defaults'}")
+    root = folder(own, name.replace("=", "-"))
+    plan = Plan(overrides["A"], overrides["B"], common, metric, per_round, budget, alpha, first)
+    try:
+        check_plan(root, plan)
+    except RoundError as e:
+        raise BadInput(str(e)) from None
+    return Job(plan, root, threshold, command_line)
+
+
+def run_rounds(job: Job) -> None:
+    """Train round after round until a look decides or the budget is spent; then write the files."""
+    plan, root = job.plan, job.root
+    write_plan(root, plan)
+    runner = Runner(job.command_line)
+    runner.install()
+    rounds = plan.rounds()
+    looks_at = [sum(n for _, n in rounds[: i + 1]) for i in range(len(rounds))]
+    levels = sequential.look_levels(looks_at, plan.max_seeds, plan.alpha)
+    looks: list[decide.Look] = []
+    both = pd.DataFrame()
+    tables: dict[str, pd.DataFrame] = {}
+    for i, (first, n) in enumerate(rounds):
+        try:
+            for arm in ARMS:
+                run_round(runner, root, plan, arm, first, n)
+        except RoundError as e:
+            fail(str(e), e.code)
+        seeds_so_far = range(plan.first_seed, first + n)  # this look sees its rounds only, on a rerun too
+        tables = {arm: (t := arms.read_arm(arm, root / arm))[t.index.isin(seeds_so_far)] for arm in ARMS}
+        if plan.metric == "auc":
+            tables = {arm: arms.with_auc(t, arms.curves(t, arm)) for arm, t in tables.items()}
+        both, _ = arms.paired(tables["A"], tables["B"], plan.metric)
+        level = plan.alpha if plan.metric == "solved" else levels[i]  # solved: the e-process needs no plan
+        looks.append(decide.look(both, plan.metric, plan.alpha, level, i + 1, [lk.e_value for lk in looks]))
+        print(f"rlrun.compare: round {i + 1}: {decide.verdict(looks[-1], plan.metric, job.threshold, i + 1, None)}",
+              file=sys.stderr, flush=True)  # fmt: skip
+        if looks[-1].decided:
+            break
+    commands = [job.command_line, "", "# each round, as the comparison ran it:"] + [
+        output.shell(["python", *plan.train_command(root, arm, first, n)])
+        for first, n in rounds[: len(looks)]
+        for arm in ARMS
+    ]
+    finish(root, looks, both, tables, plan.metric, job.threshold, len(looks), plan.max_seeds,
+           {arm: " ".join(plan.arm(arm)) or "(the defaults)" for arm in ARMS},
+           [f"shared overrides: {' '.join(plan.common) or '(none)'}",
+            f"metric: {plan.metric}; alpha {plan.alpha:g}; {plan.seeds} paired seeds a round from seed "
+            f"{plan.first_seed}, at most {plan.max_seeds}"],
+           commands)  # fmt: skip
+
+
+def finish(
+    root: Path,
+    looks: list[decide.Look],
+    both: pd.DataFrame,
+    tables: dict[str, pd.DataFrame],
+    metric: str,
+    threshold: float | None,
+    rounds: int,
+    budget: int | None,
+    arm_names: dict[str, str],
+    settings: list[str],
+    commands: list[str],
+) -> None:
+    line = decide.verdict(looks[-1], metric, threshold, rounds, budget)
+    curves = pd.concat(
+        [arms.curves(t, f"{arm}: {arm_names[arm]}") for arm, t in tables.items()], ignore_index=True
+    ) if tables else pd.DataFrame()  # fmt: skip
+    left = [x for t in tables.values() for x in t.attrs.get("left_out", [])]
+    written = output.write(
+        root,
+        verdict=line,
+        looks=looks,
+        both=both,
+        metric=metric,
+        arms=arm_names,
+        settings=settings,
+        commands=commands,
+        left_out=left,
+        curves=curves,
+        threshold=threshold,
+    )
+    print(line)
+    print(f"rlrun.compare: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+
+
+def decide_folders(a: Path, b: Path, metric: str, alpha: float, root: Path, command_line: str) -> None:
+    """Pair two folders of finished runs by seed and decide with one fixed-sample look (nothing is trained)."""
+    try:
+        tables = {"A": arms.read_arm("A", a), "B": arms.read_arm("B", b)}
+    except ConfigError as e:
+        raise BadInput(str(e)) from None
+    for arm, t in tables.items():
+        if t.empty:
+            raise BadInput(f"{arm}={a if arm == 'A' else b}: no finished run there")
+    envs = {arm: set(t["env"]) for arm, t in tables.items()}
+    if len(envs["A"] | envs["B"]) > 1:
+        raise BadInput(f"the folders hold runs of several envs ({', '.join(sorted(envs['A'] | envs['B']))})")
+    thresholds = {float(x) for t in tables.values() for x in t["threshold"].dropna()}
+    threshold = min(thresholds) if thresholds else None
+    if metric == "solved" and len(thresholds) > 1:
+        raise BadInput(
+            f"the runs have different reward thresholds ({sorted(thresholds)}): compare them with metric=final"
+        )
+    if metric == "solved" and threshold is None:
+        raise BadInput("metric=solved needs the runs' reward threshold, and they have none: choose metric=final or auc")
+    if metric == "auc":
+        tables = {arm: arms.with_auc(t, arms.curves(t, arm)) for arm, t in tables.items()}
+    both, missing = arms.paired(tables["A"], tables["B"], metric)
+    if both.empty:
+        raise BadInput(f"the folders share no seed with a {metric} score in both (A: {sorted(tables['A'].index)[:10]}, "
+                       f"B: {sorted(tables['B'].index)[:10]})")  # fmt: skip
+    if root.is_dir() and any(p.name not in OUTPUTS for p in root.iterdir()):
+        raise BadInput(
+            f"{root} holds files other than a comparison's report ({', '.join(OUTPUTS)}); choose another dir="
+        )
+    budgets = {arm: sorted({int(x) for x in t["budget"].dropna()}) for arm, t in tables.items()}
+    look = decide.look(both, metric, alpha, None, 0, [])
+    unpaired = sorted(set(tables["A"].index) ^ set(tables["B"].index))
+    finish(root, [look], both, tables, metric, threshold, 0, None, {"A": str(a), "B": str(b)},
+           [f"metric: {metric}; alpha {alpha:g}; one fixed-sample look at existing runs",
+            f"budgets (total_steps): A {budgets['A']}, B {budgets['B']}",
+            *([f"seeds run by one arm only, left out: {unpaired}"] if unpaired else []),
+            *([f"seeds without a {metric} score in one arm, left out: {missing}"] if missing else [])],
+           [command_line])  # fmt: skip

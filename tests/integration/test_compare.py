@@ -1,0 +1,113 @@
+"""`python -m rlrun.compare` end to end on CartPole with tiny budgets: bad input refused before anything is
+written, two rounds of two paired seeds (the solved metric is all-zero at such budgets: these test the
+machinery), existing folders decided without training, and an interrupted comparison continued by
+rerunning its command without training its finished round again."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from entrypoints import in_process
+
+COMMAND = [sys.executable, "-m", "rlrun.compare"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["A=", "B=network=nope"], "arm B (network=nope): Invalid config"),
+        (["A=", "B=", "optimizer.lrr=1"], "no key optimizer.lrr in the config (did you mean optimizer.lr?)"),
+        (["A=", "B=", "metric=steps"], "metric=steps: allowed solved, final, auc"),
+        (["A=", "B=", "seeds=10", "max_seeds=5"], "max_seeds=5: at least seeds=10"),
+        (["A=", "B=seed=3"], "the comparison chooses the seeds"),
+        (["A=", "B=", "lr=0.1,0.2"], "is a sweep"),
+        (["A=", "B=", "hydra.run.dir=x"], "not in a comparison"),
+        (["A=network=dueling"], "B= is missing"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, message):
+    proc = in_process("rlrun.compare.cli", *args, cwd=tmp_path, rc=2)
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not any(tmp_path.iterdir())  # not even outputs/compare/
+
+
+def compare(*args, cwd, **kwargs):
+    return subprocess.run([*COMMAND, *map(str, args)], cwd=cwd, capture_output=True, text=True, **kwargs)
+
+
+def mtimes(folder):
+    return {p: p.stat().st_mtime_ns for p in folder.rglob("summary.json")}
+
+
+@pytest.mark.slow  # four training processes, ~40 s on two cores
+def test_two_rounds_of_two_paired_seeds_then_the_folders_again(tmp_path):
+    args = ["A=", "B=algo=mdqn", "seeds=2", "max_seeds=4", "seed=100", "total_steps=1000", "dir=out"]
+    proc = compare(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("undecided after 4 paired seeds (the budget): 0/4 (B) against 0/4 (A) reached 475")
+    assert proc.stdout.strip().endswith("4 paired seeds, 2 rounds")
+    out = tmp_path / "out"
+    for arm in ("A", "B"):
+        assert sorted(p.name for p in (out / arm).iterdir()) == ["seeds100-101", "seeds102-103"]
+        assert json.loads((out / arm / "seeds102-103" / "summary.json").read_text())["seeds"] == [102, 103]
+    assert (out / "curves.png").stat().st_size > 0
+    rows = (out / "compare.csv").read_text().splitlines()
+    assert rows[0].startswith("seed,a_job,a_solved") and [r.split(",")[0] for r in rows[1:]] == [
+        "100",
+        "101",
+        "102",
+        "103",
+    ]
+    md = (out / "compare.md").read_text()
+    assert "| 2 | 4 | 0 | 0 | 0 | 0 | 1 | 1 | p <= 0.05 |" in md  # the second look
+    assert "python -m rlrun.train algo=mdqn total_steps=1000 seed=102 seeds=2 hydra.run.dir=out/B/seeds102-103" in md
+
+    before = mtimes(out)
+    again = compare(*args, cwd=tmp_path)  # the same command: everything is read again, nothing trained
+    assert again.returncode == 0 and again.stdout == proc.stdout
+    assert "rlrun.train" not in again.stderr.replace("python -m rlrun.train", "")  # no round started
+    assert mtimes(out) == before
+
+    other = compare(*[a.replace("max_seeds=4", "max_seeds=6") for a in args], cwd=tmp_path)  # another plan there
+    assert other.returncode == 2 and "holds a comparison with other settings (max_seeds differ" in other.stderr
+
+    folders = compare("A=out/A", "B=out/B", "metric=final", "dir=again", cwd=tmp_path)
+    assert folders.returncode == 0, folders.stderr[-3000:]
+    assert folders.stdout.startswith("undecided after 4 paired seeds: final return")
+    assert "paired sign-flip p = " in folders.stdout and "(level 0.05)" in folders.stdout
+    assert mtimes(out) == before
+    assert (tmp_path / "again" / "compare.md").exists()
+
+
+@pytest.mark.slow  # ~60 s on two cores
+def test_an_interrupted_comparison_continues_where_it_stopped(tmp_path):
+    """Stopped by SIGTERM while arm A's second round trains: it checkpoints, the comparison exits 75 with
+    the command to rerun; the rerun reads round 1 as it is, resumes A's round 2 and trains B's."""
+    args = ["A=", "B=algo=mdqn", "seeds=2", "max_seeds=4", "total_steps=30000", "checkpoint.every=2000", "dir=out"]
+    out = tmp_path / "out"
+    proc = subprocess.Popen([*COMMAND, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not (out / "A" / "seeds2-3" / "checkpoint.pt").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.05)
+    round_one = mtimes(out)
+    assert len(round_one) == 6  # both arms' round 1: the run's summary and its two agents'
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75, err[-3000:]
+    assert "rlrun.compare: stopped by SIGTERM; rerun the same command to continue: python -m rlrun.compare A=" in err
+    assert not (out / "A" / "seeds2-3" / "summary.json").exists() and not (out / "B" / "seeds2-3").exists()
+
+    again = compare(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"arm A, seeds 0-1: finished in {out / 'A' / 'seeds0-1'}".replace(str(tmp_path) + "/", "") in again.stderr
+    assert "arm A, seeds 2-3: python -m rlrun.resume out/A/seeds2-3" in again.stderr
+    assert "arm B, seeds 2-3: python -m rlrun.train algo=mdqn" in again.stderr
+    assert {p: t for p, t in mtimes(out).items() if p in round_one} == round_one  # round 1 not retrained
+    assert again.stdout.startswith("undecided after 4 paired seeds (the budget)") or " better than " in again.stdout
+    assert len((out / "compare.csv").read_text().splitlines()) == 5

@@ -1,0 +1,208 @@
+"""rlrun.compare's parts on hand-made run directories: the rounds' plan and states, per-seed scores and their
+pairing, a look and its verdict line."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlrun.compare import arms, decide
+from rlrun.compare.rounds import Plan, RoundError, check_plan, state, write_plan
+from rlrun.errors import ConfigError
+
+
+def fake_run(d: Path, seed: int, final: float, solved_step: int | None, status: str = "finished") -> Path:
+    (d / ".hydra").mkdir(parents=True)
+    cfg = {"seed": seed, "seeds": 1, "total_steps": 1000, "env": {"id": "CartPole-v1"}}
+    (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    summary = {"status": status, "final_mean_return_100": final, "solved_step": solved_step, "reward_threshold": 475.0}
+    (d / "summary.json").write_text(json.dumps(summary))
+    return d
+
+
+def plan(**changes) -> Plan:
+    fields = dict(a=[], b=["algo=mdqn"], common=["total_steps=1000"], metric="solved", seeds=4, max_seeds=10,
+                  alpha=0.05, first_seed=7000)  # fmt: skip
+    return Plan(**{**fields, **changes})
+
+
+def test_plan_rounds_and_their_commands(tmp_path):
+    p = plan()
+    assert p.rounds() == [(7000, 4), (7004, 4), (7008, 2)]  # the last round takes what is left of the budget
+    assert p.overrides("B", 7004, 4) == ["algo=mdqn", "total_steps=1000", "seed=7004", "seeds=4"]
+    assert p.round_dir(tmp_path, "A", 7008, 2) == tmp_path / "A" / "seeds7008-7009"
+    command = p.train_command(Path("outputs/compare/x"), "A", 7000, 4)
+    assert command == ["-m", "rlrun.train", "total_steps=1000", "seed=7000", "seeds=4",
+                       "hydra.run.dir=outputs/compare/x/A/seeds7000-7003"]  # fmt: skip
+    odd = p.train_command(Path("runs/lr=1e-3 x"), "A", 7000, 4)[-1]  # '=' and a space: quoted for Hydra
+    assert odd == "hydra.run.dir='runs/lr=1e-3 x/A/seeds7000-7003'"
+
+
+def test_a_rerun_with_another_plan_is_refused(tmp_path):
+    root = tmp_path / "c"
+    check_plan(root, plan())  # new: fine
+    write_plan(root, plan())
+    check_plan(root, plan())  # the same command again: fine
+    with pytest.raises(RoundError, match=r"max_seeds differ: max_seeds=10") as e:
+        check_plan(root, plan(max_seeds=20))
+    assert e.value.code == 2
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(RoundError, match="holds no comparison"):
+        check_plan(tmp_path / "other", plan())
+
+
+def test_round_states(tmp_path):
+    overrides = ["total_steps=1000", "seed=0", "seeds=2"]
+    assert state(tmp_path / "none", overrides) == "new"
+    done = tmp_path / "done"
+    (done / ".hydra").mkdir(parents=True)
+    (done / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    (done / "summary.json").write_text(json.dumps({"status": "finished", "agents": {}}))
+    assert state(done, overrides) == "done"
+    with pytest.raises(RoundError, match="other overrides"):
+        state(done, ["total_steps=2000", "seed=0", "seeds=2"])
+    stopped = tmp_path / "stopped"
+    (stopped / ".hydra").mkdir(parents=True)
+    (stopped / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    (stopped / "checkpoint.pt").write_bytes(b"")
+    assert state(stopped, overrides) == "stopped"  # continued with python -m rlrun.resume
+    (stopped / "checkpoint.pt").unlink()
+    with pytest.raises(RoundError, match="no finished run and no checkpoint"):
+        state(stopped, overrides)
+
+
+def test_read_arm_pairs_by_the_seed_of_each_run(tmp_path):
+    for seed, final, step in ((1, 480.0, 900), (2, 30.0, None), (3, 500.0, 700)):
+        fake_run(tmp_path / "A" / f"seed={seed}", seed, final, step)
+    for seed, final, step in ((2, 490.0, 800), (3, 20.0, None), (4, 500.0, 100)):
+        fake_run(tmp_path / "B" / "sweep" / f"job{seed}", seed, final, step)
+    fake_run(tmp_path / "B" / "stopped", 5, 0.0, None, status="incomplete")
+    a, b = arms.read_arm("A", tmp_path / "A"), arms.read_arm("B", tmp_path / "B")
+    assert list(a.index) == [1, 2, 3] and list(b.index) == [2, 3, 4]
+    assert len(b.attrs["left_out"]) == 1 and "incomplete" in b.attrs["left_out"][0]
+    both, missing = arms.paired(a, b, "final")
+    assert list(both.index) == [2, 3] and missing == []
+    assert both[["a_final", "b_final"]].values.tolist() == [[30.0, 490.0], [500.0, 20.0]]
+    assert both[["a_solved", "b_solved"]].values.tolist() == [[False, True], [True, False]]
+    fake_run(tmp_path / "A" / "again", 2, 1.0, None)
+    with pytest.raises(ConfigError, match="seed 2"):  # which run pairs with B's seed 2 is ambiguous
+        arms.read_arm("A", tmp_path / "A")
+
+
+def test_curve_area_is_the_mean_of_the_curve_over_its_steps():
+    import pandas as pd
+
+    assert arms.curve_area(pd.DataFrame({"step": [0, 10, 30], "value": [0.0, 10.0, 10.0]})) == pytest.approx(
+        (5 * 10 + 10 * 20) / 30
+    )
+    assert arms.curve_area(pd.DataFrame({"step": [5], "value": [3.0]})) == 3.0
+
+
+def both_solved(a: list[bool], b: list[bool]):
+    import pandas as pd
+
+    return pd.DataFrame({"a_solved": a, "b_solved": b}, index=range(len(a)))
+
+
+def test_a_look_at_solved_seeds_and_its_verdict():
+    # 8 seeds: B solved all, A solved 1: 7 discordant seeds, all B-only
+    both = both_solved([True] + [False] * 7, [True] * 8)
+    sequential_look = decide.look(both, "solved", 0.05, 0.05, 1, [])
+    assert (sequential_look.only_a, sequential_look.only_b) == (0, 7)
+    assert sequential_look.e_value == pytest.approx(26.8125)  # 2^7 * KT(7 heads)
+    assert sequential_look.decided and sequential_look.better == "B"
+    line = decide.verdict(sequential_look, "solved", 475.0, 2, 40)
+    assert line.startswith("B better than A: 8/8 (B) against 1/8 (A) reached 475")
+    assert "sequential (anytime-valid) p = 0.0373" in line and line.endswith("8 paired seeds, 2 rounds")
+    # 6 discordant seeds all one way: McNemar's fixed-sample test would decide, the sequential rule does not
+    six = decide.look(both_solved([False] * 6, [True] * 6), "solved", 0.05, 0.05, 1, [])
+    assert not six.decided
+    assert decide.verdict(six, "solved", 475.0, 1, 6).startswith("undecided after 6 paired seeds (the budget)")
+    once = decide.look(both_solved([False] * 6, [True] * 6), "solved", 0.05, None, 0, [])  # existing runs: one look
+    assert once.p == pytest.approx(2 / 64) and once.decided
+    assert "McNemar exact p = 0.0312 (level 0.05)" in decide.verdict(once, "solved", 475.0, 0, None)
+    # the anytime p-value remembers the best earlier look
+    later = decide.look(both_solved([False] * 8, [True] * 6 + [False] * 2), "solved", 0.05, 0.05, 2, [30.0])
+    assert later.p == pytest.approx(1 / 30) and later.decided
+
+
+def test_a_look_at_final_returns_uses_its_level():
+    import pandas as pd
+
+    both = pd.DataFrame({"a_final": [100.0, 200.0, 300.0, 400.0], "b_final": [150.0, 260.0, 330.0, 480.0]})
+    strict = decide.look(both, "final", 0.05, 0.001, 1, [])
+    assert strict.p == pytest.approx(2 / 16)  # every difference positive: 2 of the 16 flips are as extreme
+    assert not strict.decided and strict.b - strict.a == pytest.approx(55.0)
+    loose = decide.look(both, "final", 0.5, None, 0, [])
+    assert loose.decided and loose.better == "B"
+    line = decide.verdict(loose, "final", None, 0, None)
+    assert line.startswith("B better than A: final return (mean of the last 100 training episodes) 305.0 (B)")
+    assert "difference B - A +55.0 [" in line and "paired sign-flip p = 0.125 (level 0.5)" in line
+
+
+def test_a_round_another_process_trains_is_left_alone(tmp_path):
+    from filelock import FileLock
+
+    from rlrun.storage.rundir import LOCK_NAME
+
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    with FileLock(str(busy / LOCK_NAME)), pytest.raises(RoundError, match="in use by another rlrun process"):
+        state(busy, [])  # the lock held, as a training process holds it
+    with pytest.raises(RoundError, match="no finished run and no checkpoint"):  # free again
+        state(busy, [])
+
+
+def test_two_folders_of_runs_decided_without_training(tmp_path):
+    """Seeds 0-9: B solved all, A only seeds 0-2 (7 discordant seeds, all B-only): McNemar's exact test at
+    one look, p = 2 / 2^7. A seed that only A ran is left out and named."""
+    from entrypoints import in_process
+
+    for seed in range(10):
+        fake_run(tmp_path / "A" / f"seed={seed}", seed, 100.0 + seed, 5000 if seed < 3 else None)
+        fake_run(tmp_path / "B" / f"seed={seed}", seed, 480.0, 4000)
+    fake_run(tmp_path / "A" / "seed=10", 10, 1.0, None)
+    proc = in_process("rlrun.compare.cli", "A=A", "B=B", "dir=out", cwd=tmp_path, rc=0)
+    assert proc.stdout.startswith("B better than A: 10/10 (B) against 3/10 (A) reached 475, discordant seeds 7 B-only")
+    assert "McNemar exact p = 0.0156 (level 0.05); 10 paired seeds" in proc.stdout
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert "seeds run by one arm only, left out: [10]" in md
+    assert len((tmp_path / "out" / "compare.csv").read_text().splitlines()) == 11
+    final = in_process("rlrun.compare.cli", "A=A", "B=B", "metric=final", "dir=out", cwd=tmp_path, rc=0)
+    assert final.stdout.startswith("B better than A: final return")  # rewrites its own report
+    assert "paired sign-flip p = 0.00195 (level 0.05)" in final.stdout  # 2 / 2^10: every seed one way
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.md").write_text("mine")
+    refused = in_process("rlrun.compare.cli", "A=A", "B=B", "dir=mine", cwd=tmp_path, rc=2)
+    assert "holds files other than a comparison's report" in refused.stderr
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.md"]
+    fake_run(tmp_path / "A" / "again" / "seed=4", 4, 1.0, None)
+    twice = in_process("rlrun.compare.cli", "A=A", "B=B", "dir=out2", cwd=tmp_path, rc=2)
+    assert "seed 4" in twice.stderr and not (tmp_path / "out2").exists()
+
+
+def test_the_arms_compose_with_presets_and_experiments_before_anything_is_written(tmp_path, monkeypatch):
+    """`prepare` composes and checks both arms as `rlrun.train` would, normalises what the run's
+    overrides.yaml will record (1e4 -> 10000), names the folder after the env and the arms, writes nothing."""
+    from rlrun.compare.cli import BadInput
+    from rlrun.compare.run import prepare
+
+    monkeypatch.chdir(tmp_path)
+    own = {"A": "+experiment=rainbow", "B": "+experiment=rainbow optimizer.lr=1e-3", "seeds": "4",
+           "max_seeds": "8", "seed": "7000"}  # fmt: skip
+    job = prepare(own, ["env=acrobot", "total_steps=1e4"], "final", 0.05, "python -m rlrun.compare ...")
+    assert job.plan.a == ["+experiment=rainbow"] and job.plan.b == ["+experiment=rainbow", "optimizer.lr=1e-3"]
+    assert job.plan.common == ["env=acrobot", "total_steps=10000"]
+    assert job.plan.rounds() == [(7000, 4), (7004, 4)] and job.threshold == -100.0  # Acrobot-v1's
+    assert job.root == Path(
+        "outputs/compare/Acrobot-v1__+experiment-rainbow__vs__+experiment-rainbow_optimizer.lr-1e-3"
+    )
+    assert not any(tmp_path.iterdir())
+    with pytest.raises(BadInput, match="env is set both by B and by the shared overrides"):
+        prepare({**own, "B": "env=cartpole"}, ["env=acrobot"], "final", 0.05, "")
+    with pytest.raises(BadInput, match="different envs"):
+        prepare({**own, "A": "env=acrobot", "B": "env=cartpole"}, [], "final", 0.05, "")
+    with pytest.raises(BadInput, match="metric=solved needs a reward threshold, and Pendulum-v1 has none"):
+        prepare({**own, "A": "", "B": ""}, ["env=pendulum", "env.reward_threshold=null"], "solved", 0.05, "")
