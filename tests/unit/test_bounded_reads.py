@@ -272,3 +272,19 @@ def test_a_saved_yaml_that_rlrun_wrote_reads_back(tmp_path, compose):
     path = tmp_path / "config.yaml"
     path.write_text(OmegaConf.to_yaml(compose("seeds=3")))
     assert bounded.load_yaml(path) == yaml.safe_load(path.read_text())
+
+
+@pytest.mark.timeout(30)  # before the bounds: the FIFO summary hung the comparison
+def test_a_comparison_refuses_a_crafted_round_in_one_line(tmp_path):
+    from rlrun.compare.rounds import RoundError, saved_plan, state
+
+    overrides = ["total_steps=1000", "seed=0", "seeds=2"]
+    (tmp_path / "round" / ".hydra").mkdir(parents=True)
+    (tmp_path / "round" / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    write(tmp_path / "round" / "summary.json", "FIFO")
+    with pytest.raises(RoundError, match="summary.json is a FIFO") as refused:
+        state(tmp_path / "round", overrides)
+    assert refused.value.code == 2
+    write(tmp_path / "plan.json", "100000-deep JSON")
+    with pytest.raises(RoundError, match="is nested deeper than 100 levels"):
+        saved_plan(tmp_path)
