@@ -51,7 +51,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
     what the config's `objective` names (rlrun.storage.summary.objective)."""
     # the run's machinery (torch, envs) only once a job runs, not for errors and --help
     from rlrun.config import saved
-    from rlrun.resume import load_checkpoint
+    from rlrun.resume import check_unfinished, load_checkpoint
     from rlrun.run import train
 
     hydra_cfg = HydraConfig.get()
@@ -62,7 +62,9 @@ def hydra_main(cfg: DictConfig) -> float | None:
         if cfg.resume is not None:  # a sweep over resumed runs: each continues in its own directory
             run_dir, overrides = Path(cfg.resume), list(hydra_cfg.overrides.task)
             found, state = load_checkpoint(run_dir, saved.command_line_env_id(overrides, cfg))
-            return train(saved.resumed(run_dir, found, overrides, cfg), run_dir, state)
+            resumed = saved.resumed(run_dir, found, overrides, cfg)
+            check_unfinished(run_dir, state, resumed)
+            return train(resumed, run_dir, state)
         return train(cfg, out_dir)
 
     return objective(run_job(job, out_dir, sweep_job), cfg.objective)

@@ -7,9 +7,18 @@ a required piece is missing or CUDA is present but broken.
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata as md
+import os
 import platform
 import sys
+from importlib.machinery import PathFinder
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+# Extras for developing rlrun itself, not for using it.
+DEV_EXTRAS = ("test",)
 
 
 def version(package: str) -> str:
@@ -19,22 +28,39 @@ def version(package: str) -> str:
         return "not installed"
 
 
-REQUIRED = ("gymnasium", "hydra-core", "omegaconf", "tensorboard", "numpy", "filelock")
-# Optional packages by the extra that installs them (`pip install -e ".[extra]"`).
-OPTIONAL = {
-    "report": ("rliable", "pandas", "scipy"),  # the sweep report (the sweep extra includes it)
-    "sweep": ("hydra-joblib-launcher", "hydra-submitit-launcher", "hydra-optuna-sweeper"),
-    "ray": ("ray",),  # hydra/launcher=ray_cluster (rlrun's own plugin)
-    "atari": ("ale-py", "opencv-python-headless"),
-    "box2d": ("box2d", "pygame"),
-    "video": ("moviepy",),
-    "notebook": ("nbclient", "nbformat"),
-    "mlflow": ("mlflow",),  # logger=mlflow
-    "wandb": ("wandb",),  # logger=wandb
-}
+def requirements() -> tuple[list[str], dict[str, list[str]]]:
+    """The packages rlrun requires, and each extra's (`pip install -e ".[extra]"`), from its installed
+    metadata (pyproject.toml): the list cannot drift from what pip installs."""
+    try:
+        reqs = [Requirement(r) for r in md.requires("rlrun") or []]
+        extras = md.metadata("rlrun").get_all("Provides-Extra") or []
+    except md.PackageNotFoundError:  # run from a source tree that pip never installed
+        return [], {}
+    required = [r.name for r in reqs if r.marker is None and r.name != "torch"]  # torch has rows of its own
+    optional = {
+        extra: [
+            r.name for r in reqs if r.name != "rlrun" and r.marker is not None and r.marker.evaluate({"extra": extra})
+        ]
+        for extra in extras
+        if extra not in DEV_EXTRAS
+    }
+    return required, optional
 
 
-def main() -> int:
+def shadowing_folder(folder: Path) -> Path | None:
+    """A `rlrun` folder without `__init__.py` in `folder` (a clone of the repository, say): a script or
+    `python -m` run there imports it as an empty namespace package instead of an editable install of rlrun
+    (`module 'rlrun' has no attribute 'load'`)."""
+    spec = PathFinder.find_spec("rlrun", [str(folder)])
+    return folder / "rlrun" if spec is not None and spec.origin is None else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(
+        prog="python -m rlrun.doctor",
+        description="torch, CUDA, the GPUs and the installed packages of rlrun and its extras; "
+        "exits 1 when a required one is missing or CUDA is present but broken",
+    ).parse_args(argv)  # --help prints this; anything else exits 2
     # the doctor reports a broken torch install instead of failing to import
     import torch
 
@@ -61,16 +87,31 @@ def main() -> int:
             rows.append(("cuda check", f"FAILED: {e}"))
     else:
         rows.append(("gpus", "0 (device=auto will use the CPU)"))
-    for pkg in REQUIRED:
+    required, optional = requirements()
+    for pkg in required:
         v = version(pkg)
         ok &= v != "not installed"
         rows.append((pkg, v))
-    for extra, packages in OPTIONAL.items():
+    for extra, packages in optional.items():
         for pkg in packages:
             rows.append((pkg, f"{version(pkg)} (optional: the {extra} extra)"))
+    shadow = shadowing_folder(Path.cwd())
+    if shadow is not None:
+        ok = False
+        rows.append(
+            (
+                "rlrun folder",
+                f"PROBLEM: {shadow} has no __init__.py; a script or `python -m` run in {shadow.parent} imports it "
+                "as an empty package `rlrun` instead of the installed one (\"module 'rlrun' has no attribute "
+                "'load'\"): run from another folder, or rename it",
+            )
+        )
     width = max(len(name) for name, _ in rows) + 2
-    print("\n".join(f"{name:<{width}}{value}" for name, value in rows))
-    print("rlrun doctor: " + ("all good" if ok else "problems found"))
+    try:
+        print("\n".join(f"{name:<{width}}{value}" for name, value in rows))
+        print("rlrun doctor: " + ("all good" if ok else "problems found"), flush=True)
+    except BrokenPipeError:  # `| head -1`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
     return 0 if ok else 1
 
 

@@ -30,5 +30,18 @@ class UnknownKeyError(ConfigError):
         self.key, self.value, self.allowed = key, value, ", ".join(known)
 
 
+class FinishedRunError(ConfigError):
+    """A resume of a run that has trained its whole budget: it says so, and how to extend it."""
+
+    def __init__(self, run_dir: str, step: int, total_steps: int):
+        ValueError.__init__(
+            self,
+            f"{run_dir} is finished: it trained {step:,} env steps of total_steps={total_steps:,}; to train it "
+            f"further, resume it with a larger budget, e.g. python -m rlrun.resume {run_dir} "
+            f"total_steps={2 * total_steps}",
+        )
+        self.key, self.value, self.allowed = "total_steps", total_steps, f"more than {step}"
+
+
 class NonFiniteError(FloatingPointError):
     """A loss, gradient norm or Q-value became NaN or infinite."""

@@ -32,7 +32,7 @@ import yaml
 
 from rlrun import console
 from rlrun.config import preflight, saved as saved_config
-from rlrun.errors import ConfigError
+from rlrun.errors import ConfigError, FinishedRunError
 from rlrun.run import train
 from rlrun.storage import agent_dirs, bounded, checkpoint as ckpt, rundir
 from rlrun.training.agents import dir_plan
@@ -80,6 +80,12 @@ def load_state(run_dir: Path) -> dict[str, Any]:
             file=sys.stderr,
         )
     return state
+
+
+def check_unfinished(run_dir: Path, state: dict[str, Any], cfg: DictConfig) -> None:
+    """Refuse to resume a run that has trained its budget (`total_steps`, this command line's if it sets one)."""
+    if state["step"] >= cfg.total_steps:
+        raise FinishedRunError(rundir.shell_quote(run_dir), state["step"], cfg.total_steps)
 
 
 def with_saved_backends(overrides: list[str], saved: Any) -> list[str]:
@@ -136,6 +142,7 @@ def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
             raise
         saved = saved_config.from_checkpoint(run_dir, state, saved_config.command_line_env_id(overrides, composed))
         cfg = saved_config.resumed(run_dir, saved, overrides, composed)
+        check_unfinished(run_dir, state, cfg)
         preflight.check_job(cfg, {})
         agent_dirs.check(*dir_plan(cfg), run_dir, new=False)  # the agents' own dirs: refused before the record below
         record = run_dir / ".hydra" / datetime.now().strftime("resume_%Y-%m-%d_%H-%M-%S-%f")  # never reused

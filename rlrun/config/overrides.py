@@ -5,6 +5,8 @@
 - `integral`: `total_steps=1e5` is Hydra's float 100000.0, which an integer key refuses; an integral
   float literal given to an integer key is rewritten as the integer (`total_steps=100000`). Anything else
   (a fraction, a sweep, a key that is not an integer) is left to Hydra and the schema.
+- `unknown_option`: `network=foo` is refused with rlrun's one line naming the group's options, instead of
+  Hydra's "Could not find 'network/foo'" with the options on lines of their own.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from __future__ import annotations
 import difflib
 import re
 
+from hydra.errors import MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.nodes import IntegerNode
+
+from rlrun.errors import ConfigError
 
 # A float literal that may stand for an integer: 1e5, 2.5e4, 100000.0 (not 0.5, not 1e-3's fraction)
 FLOAT_LITERAL = re.compile(r"[+-]?(\d+\.\d*|\d*\.\d+|\d+)([eE][+-]?\d+)?")
@@ -61,3 +66,12 @@ def integral(overrides: list[str], defaults: DictConfig) -> list[str]:
                 override = override[: len(override) - len(value)] + str(int(number))
         out.append(override)
     return out
+
+
+def unknown_option(error: Exception) -> ConfigError | None:
+    """The ConfigError for a group option that does not exist (`network=foo`), naming the group's options;
+    None for any other composition error."""
+    if not isinstance(error, MissingConfigException) or not error.options or not error.missing_cfg_file:
+        return None
+    group, _, option = error.missing_cfg_file.rpartition("/")
+    return ConfigError(group, option, "one of " + ", ".join(error.options))

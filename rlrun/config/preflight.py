@@ -25,7 +25,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlrun.config.appconfig import RLRUN_CONFIG, ConfigSource, initialized
-from rlrun.config.overrides import integral, may_be_integral, nearest_key
+from rlrun.config.overrides import integral, may_be_integral, nearest_key, unknown_option
 from rlrun.config.replay_memory import check_replay, stored_obs_itemsize
 from rlrun.config.runnames import check_exp_name
 from rlrun.config.schemas import register_configs
@@ -78,7 +78,7 @@ def compose(overrides: list[str], source: ConfigSource = RLRUN_CONFIG) -> DictCo
     try:
         return _hydra_compose(overrides, source)
     except Exception as e:  # Hydra's and OmegaConf's composition errors of every kind
-        raise CompositionError(_explained(e, overrides, source)) from None
+        raise (unknown_option(e) or CompositionError(_explained(e, overrides, source))) from None
 
 
 def _hydra_compose(overrides: list[str], source: ConfigSource) -> DictConfig:

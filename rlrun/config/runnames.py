@@ -1,9 +1,12 @@
 """Run and job directory names after what differs from the defaults (conf/config.yaml's resolvers).
 
 - A single run: `<env>__<exp_name>__<overrides>__seed<S>__<time>`, the overrides being the command line's
-  `key=value`s (sorted, `+`/`~` dropped, joined with `,`) without the keys that do not change what is
-  learned (`QUIET_KEYS`, seed and exp_name, which the name holds already), e.g.
-  `CartPole-v1__dqn__network=dueling,optimizer.lr=0.001__seed0__<time>`.
+  `key=value`s (`+`/`~` dropped, joined with `,`) without the keys that do not change what is learned
+  (`QUIET_KEYS`) and those the name holds already (`RUN_ONLY`: seed, exp_name, env.id), e.g.
+  `CartPole-v1__dqn__network=dueling,optimizer.lr=0.001__seed0__<time>`. The group choices come first
+  (`env=atari`, `network=dueling`: what kind of run it is), then the other keys, each part sorted; past
+  `MAX_CHARS`, whole items are kept while they fit and a hash of them all follows, so runs that differ in
+  a dropped item still get different names.
 - A sweep's job: `<sweep dir>/<k1=v1>/<k2=v2>` over the keys that the sweep varies only (a `key=a,b` or a
   range on the command line, or `hydra.sweeper.params`); what every job shares is in the sweep's
   multirun.yaml. Where a job's sweep cannot be read (no multirun.yaml, as with Optuna, whose swept keys
@@ -31,7 +34,7 @@ from rlrun.storage import bounded
 # Keys (and key prefixes, ending in ".") that name no experiment: logging, devices, Hydra, the logging
 # backends, checkpointing, resuming, the search preset.
 QUIET_KEYS = ("log.", "device", "device.", "hydra.", "logger", "logger.", "checkpoint.", "resume", "hparams_search")
-RUN_ONLY = ("seed", "seeds", "exp_name")  # in a single run's name already
+RUN_ONLY = ("seed", "seeds", "exp_name", "env.id")  # in a single run's name already
 MAX_CHARS = 80
 UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
 
@@ -74,6 +77,7 @@ def _items(overrides: Iterable[str], exclude: Iterable[str], keep: set[str] | No
 def run_part(overrides: Iterable[str] | None) -> str:
     """The single run's name part for its overrides: `__k=v,k2=v2`, or "" for none."""
     items = [safe(i) for i in _items(overrides or [], QUIET_KEYS + RUN_ONLY)]
+    items.sort(key=lambda item: "." in item.partition("=")[0])  # group choices first (a stable sort)
     if not items:
         return ""
     text = ",".join(items)

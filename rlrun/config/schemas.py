@@ -138,9 +138,9 @@ class DeviceConfig:
 @dataclass
 class ExplorationConfig:
     schedule: str = "linear"  # linear | exponential
-    start: float = 1.0  # epsilon once learning starts
-    end: float = 0.01  # epsilon after `duration` env steps
-    duration: int = 10_000  # env steps until epsilon reaches `end`
+    start: float = 1.0  # the schedule's epsilon at env step 0; until algo.learning_starts epsilon is 1.0
+    end: float = 0.01  # epsilon from env step `duration` on
+    duration: int = 10_000  # env steps, counted from step 0, over which epsilon goes from `start` to `end`
 
 
 @dataclass
@@ -225,7 +225,7 @@ class RunConfig:
     seeds: int = 1
     # Agents with values of their own (rlrun.training.agents): a mapping per agent, {seed: 1, optimizer.lr: 1e-3}.
     agents: list[Any] = field(default_factory=list)
-    total_steps: int = 100_000  # env steps per agent
+    total_steps: int = 100_000  # env steps per agent, rounded up to whole vector steps (a multiple of env.num_envs)
     pbt: PBTConfig | None = None  # population-based training of the agents (+pbt=truncation: rlrun.config.pbt)
     stop_on_solve: bool = False  # stop once the 100-episode mean reaches env.reward_threshold
     # What a sweep job returns to its sweeper (Optuna): final_mean_return_100 (the agents' mean of it), or

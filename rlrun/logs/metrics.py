@@ -19,11 +19,16 @@ TAGS = {
     "q_var": "losses/q_var",
     "grad_norm": "losses/grad_norm",
     "sample_age": "replay/sample_age",
+    "lambda_return": "rollout/lambda_return",
 }
 
 
 class MetricWindow:
-    def __init__(self) -> None:
+    """`rollout`: the batches are minibatches of PQN's rollouts, not replay samples: their replay metrics
+    (sample age, distinct fraction) mean nothing; the mean lambda-return they regress to is kept instead."""
+
+    def __init__(self, rollout: bool = False) -> None:
+        self.rollout = rollout
         self.values: dict[str, list[torch.Tensor]] = {}
         self.sampled: list[torch.Tensor] = []  # replay indices of every sampled batch
 
@@ -33,6 +38,9 @@ class MetricWindow:
     def add(self, metrics: dict[str, torch.Tensor], batch: Batch) -> None:
         for k in ("td_loss", "q_mean", "q_var", "grad_norm"):
             self.values.setdefault(k, []).append(metrics[k])
+        if self.rollout:  # a rollout minibatch's rewards are its lambda-returns (rlrun.algos.pqn)
+            self.values.setdefault("lambda_return", []).append(batch.rewards.mean(dim=-1, dtype=torch.float32))
+            return
         self.values.setdefault("sample_age", []).append(batch.age.mean(dim=-1, dtype=torch.float32))
         self.sampled.append(batch.indices)
 
@@ -49,9 +57,10 @@ class MetricWindow:
         if not self.values:
             return {}
         on_device = {TAGS[k]: torch.stack(vals).float().mean(dim=0) for k, vals in self.values.items()}
-        idx = torch.cat(self.sampled, dim=-1).sort(dim=-1).values
-        distinct = (idx[..., 1:] != idx[..., :-1]).sum(dim=-1) + 1  # a tensor: no sync, unlike unique().numel()
-        on_device["replay/unique_fraction"] = distinct.float() / idx.shape[-1]
+        if self.sampled:
+            idx = torch.cat(self.sampled, dim=-1).sort(dim=-1).values
+            distinct = (idx[..., 1:] != idx[..., :-1]).sum(dim=-1) + 1  # a tensor: no sync, unlike unique().numel()
+            on_device["replay/unique_fraction"] = distinct.float() / idx.shape[-1]
         for k, v in (replay_stats or {}).items():
             on_device[f"per/{k}"] = v.float()
         self.values, self.sampled = {}, []

@@ -186,7 +186,7 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
             elif len(configs) == 1:
                 run.train(configs[0], dirs[0])
             else:
-                run.train(batched_config(configs, dirs, where), where)
+                run.train_group(batched_config(configs, dirs, where), where)
     except Preempted as e:
         print(f"rlrun: stopped by {e}; continue with {rundir.resume_command(where)}", file=sys.stderr)
         return [PREEMPTED] * len(configs)

@@ -26,3 +26,24 @@ class ReportCallback(Callback):
             log.warning("no sweep report: %s", e)
         except Exception as e:  # a report must never turn a finished sweep into a failed one
             log.warning("could not write the sweep report: %s", e)
+        lines = backend_lines(Path(config.hydra.sweep.dir))
+        if lines:
+            print("\n".join(lines))
+
+
+def backend_lines(sweep_dir: Path) -> list[str]:
+    """Where the sweep's jobs were logged, as a single run says it (`tensorboard --logdir`, `mlflow ui ...`):
+    from the `logged_to` of the jobs' summaries."""
+    # the job machinery only when a multirun ends
+    from rlrun.storage import summary as run_summary
+    from rlrun.training.jobs import backend_lines as run_lines
+
+    summaries: list[dict[str, Any]] = []
+    for path in sorted(sweep_dir.rglob(run_summary.FILE)):
+        try:
+            summary = run_summary.read(path.parent)
+        except (OSError, run_summary.DamagedJob):
+            continue
+        if summary.get("logged_to"):  # a job's (or agent's) own: not a batched run's summary of its agents
+            summaries.append(dict(summary))
+    return run_lines(summaries, sweep_dir) if summaries else []

@@ -61,7 +61,7 @@ class Trainer:
             )
             obs_space = envs.single_observation_space
             self.actor = GraphedActor(self.actor, (envs.num_envs, *obs_space.shape), obs_space.dtype, parts.device)
-        self.window = MetricWindow()
+        self.window = MetricWindow(rollout=settings.rollout)
         self.step, self.iteration = 0, 0
         self.signal: int | None = None
         if resume is None:
@@ -165,7 +165,8 @@ class Trainer:
         if self.graphed is not None:  # the device-side non-finite flag, read with the metrics
             self._check_graphed(step)
         per_agent = self.window.read(buffer.stats() if self.window and buffer.prioritized else None)
-        per_agent["replay/size"] = buffer.sizes.tolist()
+        if not s.rollout:  # PQN's rollout is full at every update: its fill says nothing
+            per_agent["replay/size"] = buffer.sizes.tolist()
         groups = learner.optimizer.param_groups
         if "agents" in groups[0]:  # an lr per agent (rlrun.training.agents.agent_param_groups)
             per_agent["charts/learning_rate"] = [
@@ -251,14 +252,14 @@ class Trainer:
                 if step >= learning_starts and iteration % update_every == 0 and len(buffer) >= batch_size:
                     self.update_phase(step, iteration, obs, phase_updates)
 
+                if crossed(eval_interval) or (eval_interval and step >= total_steps):
+                    self.evaluate(step)  # before the log: its progress line shows this evaluation
+
                 if crossed(log_interval) or step >= total_steps:
                     now = time.perf_counter()
                     sps = (step - last_log_step) / max(now - last_log_time, 1e-9)  # env steps per agent
                     last_log_time, last_log_step = now, step
                     self.log(step, sps)
-
-                if crossed(eval_interval) or (eval_interval and step >= total_steps):
-                    self.evaluate(step)
                 if pbt is not None and crossed(pbt_interval) and step < total_steps:
                     pbt.round(self, step)
 

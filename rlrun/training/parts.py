@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from rlrun.algos import schedules
@@ -69,6 +70,34 @@ class LoopSettings:
             agents = next(len(v) for v in (start, end, duration) if isinstance(v, list))
             return agent_epsilons(self.epsilon_schedule, start, end, duration, agents, step)
         return schedules.SCHEDULES[self.epsilon_schedule](start, end, duration, step)
+
+    @property
+    def last_step(self) -> int:
+        """Where the run ends: total_steps rounded up to whole vector steps (num_envs env steps each)."""
+        return -(-self.total_steps // self.num_envs) * self.num_envs
+
+    def budget_notes(self, buffer: Any) -> tuple[list[str], list[str]]:
+        """What a run says at its start about its budget (info lines), and the schedules that do not end
+        within it (warnings: `exploration.duration` or PER's `buffer.beta_anneal_steps` longer than the run)."""
+        info, warnings = [], []
+        if self.last_step != self.total_steps:
+            info.append(
+                f"rlrun: total_steps={self.total_steps:,} is rounded up to whole vector steps of "
+                f"{self.num_envs} env steps: the run ends at {self.last_step:,}"
+            )
+        durations = self.epsilon_duration if isinstance(self.epsilon_duration, list) else [self.epsilon_duration]
+        if max(durations) > self.total_steps:
+            final = ", ".join(f"{e:.3g}" for e in np.ravel(self.epsilon(self.total_steps)))
+            warnings.append(
+                f"rlrun: warning: exploration.duration={max(durations):,} is longer than the run "
+                f"(total_steps={self.total_steps:,}): epsilon ends at {final}, not exploration.end"
+            )
+        if buffer.prioritized and np.min(buffer.beta(self.total_steps, self.total_steps)) < 1.0:
+            warnings.append(
+                f"rlrun: warning: buffer.beta_anneal_steps={buffer.beta_anneal_steps:,} is longer than the run "
+                f"(total_steps={self.total_steps:,}): PER's beta ends below 1"
+            )
+        return info, warnings
 
 
 def group_lrs(lr: float | list[float], end_factor: float | list[float], total_steps: int, step: int) -> list[float]:

@@ -4,6 +4,7 @@ command's `main` in this process: a subprocess adds seconds of imports to each r
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -123,7 +124,7 @@ def test_help_lists_groups_and_describes_every_key_without_importing_torch():
 
 
 BAD_INPUT = [
-    (["network=foo"], "network", "Available options"),
+    (["network=foo"], "network", "allowed one of c51, cnn, dueling"),
     (["optimizer.lr=-1"], "optimizer.lr", "a number > 0"),
     (["algo.gamma=abc"], "algo.gamma", "abc"),
     (["algo.nonsense=1"], "algo.nonsense", "Could not override"),
@@ -166,6 +167,44 @@ def test_doctor_reports_versions():
     }
     assert len(starts) == 1, "the values are not in one column"
     assert torch.__version__ in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "override,line",
+    [
+        ("network=foo", "network='foo': allowed one of c51, cnn, dueling, iqn, minatar, mlp, noisy, qrdqn."),
+        ("+experiment=foo", "experiment='foo': allowed one of atari_fast, minatar_paper, pqn_atari, pqn_cartpole,"),
+    ],
+)
+def test_an_unknown_group_option_is_one_line_naming_the_options(tmp_path, override, line):
+    proc = in_process("rlrun.train", override, f"hydra.run.dir={tmp_path / 'run'}", rc=2)
+    assert proc.stderr.startswith(f"rlrun: Invalid config value {line}") and proc.stderr.count("\n") == 1, proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_doctor_lists_every_extra_and_takes_flags_as_a_command_does(tmp_path):
+    doctor = [sys.executable, "-m", "rlrun.doctor"]
+    proc = subprocess.run([*doctor, "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: ") and "torch" not in proc.stdout.split("\n")[0]
+    proc = subprocess.run([*doctor, "--bogus"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "unrecognized arguments: --bogus" in proc.stderr
+    proc = subprocess.run(doctor, capture_output=True, text=True, timeout=120)
+    for extra, package in (("minatar", "minatar"), ("export", "onnx"), ("report", "rliable")):
+        assert re.search(rf"^{package} .*\(optional: the {extra} extra\)$", proc.stdout, re.M), extra
+    # a reader that stops after one line: no BrokenPipeError traceback
+    piped = subprocess.run(f"{shlex.quote(sys.executable)} -m rlrun.doctor | head -1", shell=True,
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert piped.stdout.startswith("python ") and piped.stderr == "", piped.stderr
+
+
+def test_doctor_names_a_rlrun_folder_that_shadows_the_package(tmp_path, monkeypatch, capsys):
+    from rlrun import doctor
+
+    (tmp_path / "rlrun").mkdir()  # a clone of the repository, say, beside the user's script
+    monkeypatch.chdir(tmp_path)
+    assert doctor.main([]) == 1
+    out = capsys.readouterr().out
+    assert f"PROBLEM: {tmp_path / 'rlrun'} has no __init__.py" in out and "problems found" in out
 
 
 @pytest.mark.parametrize("run_dir", ["/proc/rlrun_cannot_be_here", "/etc/hostname/sub"])

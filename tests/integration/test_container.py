@@ -53,7 +53,7 @@ def test_image_home_and_workdir_are_writable_by_the_services_uid():
 
 def test_services_run_as_the_host_user_on_the_outputs_volume():
     services = compose()["services"]
-    assert set(services) == {"train", "jupyter", "tensorboard"}
+    assert set(services) == {"train", "train-cpu", "jupyter", "tensorboard"}
     for name, service in services.items():
         assert service["user"] == "${RLRUN_UID:-1000}:${RLRUN_GID:-1000}", name
         assert "./outputs:/home/rlrun/app/outputs" in service["volumes"], name
@@ -68,6 +68,12 @@ def test_train_service_keeps_the_gpu_whatever_the_overrides():
     assert train["command"] == []  # `docker compose run --rm train -m seed=0,1` appends to the entrypoint
     devices = train["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["capabilities"] == ["gpu"]
+
+
+def test_a_host_without_a_gpu_has_a_train_service_that_reserves_none():
+    train_cpu = compose()["services"]["train-cpu"]
+    assert train_cpu["entrypoint"] == ["python", "-m", "rlrun.train"] and train_cpu["command"] == []
+    assert "deploy" not in train_cpu  # no GPU reservation, which a host without NVIDIA's runtime refuses
 
 
 @pytest.mark.slow

@@ -201,6 +201,21 @@ def test_a_resumed_pqn_run_continues_exactly(compose, tmp_path):
     assert _models_equal(parts, straight)
 
 
+def test_a_pqn_run_logs_rollout_metrics_not_replay_ones(compose, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rlrun.run import train
+
+    train(compose(*TINY, "total_steps=400"), tmp_path / "run")
+    acc = EventAccumulator(str(tmp_path / "run"), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert not {t for t in tags if t.startswith("replay/")}, tags  # a rollout is no replay
+    returns = [e.value for e in acc.Scalars("rollout/lambda_return")]
+    assert len(returns) == 2 and all(np.isfinite(returns))  # logs at 200 and 400, after updates from step 64
+    assert {"losses/td_loss", "losses/q_mean"} <= tags
+
+
 def test_each_agent_of_a_batched_pqn_run_is_its_single_seed_run(compose, tmp_path):
     from rlrun.run import train
 

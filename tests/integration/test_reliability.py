@@ -242,7 +242,8 @@ def test_a_run_directory_is_owned_by_one_process_and_a_dead_owner_does_not_block
     first.send_signal(signal.SIGKILL)
     first.wait()
     assert (run / "episodes.csv").read_text().startswith(rows.splitlines()[0])
-    in_process("rlrun.resume", run, "total_steps=960", rc=0)  # the dead owner's lock is gone with it
+    # the dead owner's lock is gone with it: the resume gets past it (to say the run has its 960 steps)
+    assert "is finished" in in_process("rlrun.resume", run, "total_steps=960", rc=2).stderr
 
 
 # --- 3. one clear line and the right exit code (every refusal of the pre-flight: tests/unit) -----------

@@ -128,6 +128,18 @@ def test_resume_extends_a_finished_run_and_refuses_experiment_changes(finished, 
     assert (run / ".hydra" / "overrides.yaml").read_text().count("total_steps=1500") == 1  # original kept
 
 
+def test_resume_of_a_finished_run_says_it_is_finished_and_how_to_extend_it(finished, tmp_path):
+    run = copy_run(finished, tmp_path / "run")
+    before = sorted(p.name for p in (run / ".hydra").iterdir()), (run / "summary.json").read_bytes()
+    for command in (["rlrun.resume", str(run)], ["rlrun.train", *ARGS, f"resume={run}"]):
+        err = in_process(*command, rc=2).stderr
+        assert err.strip().splitlines() == [
+            f"rlrun: {run} is finished: it trained 1,500 env steps of total_steps=1,500; to train it further, "
+            f"resume it with a larger budget, e.g. python -m rlrun.resume {run} total_steps=3000"
+        ], err
+    assert (sorted(p.name for p in (run / ".hydra").iterdir()), (run / "summary.json").read_bytes()) == before
+
+
 def test_corrupt_checkpoint_falls_back_to_the_previous_one(finished, tmp_path):
     run = copy_run(finished, tmp_path / "run")
     (run / ckpt.LATEST).write_bytes(b"not a checkpoint")

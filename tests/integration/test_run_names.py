@@ -55,8 +55,18 @@ def test_a_long_or_odd_name_is_capped_and_filesystem_safe():
     assert len(part) <= MAX_CHARS + 2 and part.startswith("__algo.batch_size=64,algo.gamma=0.97")
     assert "/" not in part and "[" not in part and " " not in part
     assert run_part([*many[:-1], "optimizer.eps=0.001"]) != part  # what was cut is in the hash
-    assert run_part(["env.id=ALE/Pong-v5"]) == "__env.id=ALE-Pong-v5"
+    assert run_part(["env.id=ALE/Pong-v5"]) == ""  # the name starts with the env id
     assert run_part(["seed=2", "log.plot=false"]) == ""
+
+
+def test_a_name_leads_with_the_env_id_once_and_keeps_the_group_choices_when_cut():
+    name = run_dir_name("env=minatar", "env.id=MinAtar/Breakout-v0", "exp_name=dqn_minatar", "seed=1")
+    assert name.startswith("MinAtar-Breakout-v0__dqn_minatar__env=minatar__seed1__"), name
+    atari = ["env=atari", "env.id=ALE/Breakout-v5", "network=dueling", "optimizer.lr=0.0001"]
+    atari += ["buffer.capacity=100000", "algo.gamma=0.99", "env.num_envs=8", "exploration.duration=250000"]
+    part = run_part(atari)
+    assert part.startswith("__env=atari,network=dueling,") and len(part) <= MAX_CHARS + 2, part
+    assert run_part([*atari[:-1], "exploration.duration=100000"]) != part  # a dropped item is in the hash
 
 
 def test_a_sweep_job_is_named_after_the_swept_keys_only(tmp_path):

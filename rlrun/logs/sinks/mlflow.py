@@ -9,6 +9,12 @@ a network filesystem does not lock reliably). Params are the
 flattened config, metrics the scalars (sent in batches), and the summary's numbers are `summary/*`
 metrics with `summary.json` and `config.yaml` as artifacts. The run id is kept in `mlflow_run.json` in the
 agent's directory: a resumed run continues the same MLflow run where its store holds it (else a new one).
+
+MLflow's cost stays off the training path: importing it, opening (or, the first time, making) its store and
+sending anything happen on one background thread of the sink (`Worker`), in the order the run asked; the
+loop only queues. `flush` (at each checkpoint) and `close` wait for what was queued to be sent, so a
+checkpoint never runs ahead of the metrics before it; a failure of MLflow's is raised in the run when it
+next hands the worker something (metrics are handed over in batches, at a flush and at the end).
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -70,23 +78,71 @@ def sqlite_artifacts(uri: str) -> str | None:
     return (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").resolve().as_uri()
 
 
+class Worker:
+    """One background thread that runs the calls it is given, in order. The first failure is kept (`error`)
+    and the calls after it are dropped; `wait` blocks until every call given so far has run."""
+
+    def __init__(self, name: str):
+        self.calls: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            call = self.calls.get()
+            try:
+                if call is None:
+                    return
+                if self.error is None:
+                    call()
+            except BaseException as e:  # raised in the run by `check`
+                self.error = e
+            finally:
+                self.calls.task_done()
+
+    def put(self, call: Callable[[], None]) -> None:
+        self.check()
+        self.calls.put(call)
+
+    def wait(self) -> None:
+        self.calls.join()
+        self.check()
+
+    def stop(self) -> None:
+        self.calls.put(None)
+        self.thread.join()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
 class MLflowSink:
     def __init__(self, run: SinkRun, tracking_uri: str | None = None, experiment: str | None = None):
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it writes ~/.config/mlflow and calls home
-        # the mlflow extra: imported only when logger=mlflow
-        from mlflow import MlflowClient
-
-        for name in ("mlflow", "alembic"):  # "Creating initial MLflow database tables..." is not for users
-            logging.getLogger(name).setLevel(logging.WARNING)  # after the import, which sets mlflow's to INFO
-
         uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         artifacts = sqlite_artifacts(uri) if uri else None
         shared = not uri
         if not uri:
             uri, artifacts = local_store(run)
+        self.uri, self.run_id = uri, ""
+        self._metrics: list[tuple[str, float, int, int]] = []  # (tag, value, ms since the epoch, step)
+        self._sent = time.monotonic()
+        self.worker = Worker(f"rlrun-mlflow-{run.name}")
+        self.worker.put(lambda: self._connect(run, shared, artifacts, experiment))
+
+    def _connect(self, run: SinkRun, shared: bool, artifacts: str | None, experiment: str | None) -> None:
+        """The client, its store (made if new), the experiment and the MLflow run: seconds of MLflow's imports
+        and, for a new SQLite store, its migrations, on the worker."""
+        # the mlflow extra: imported only when logger=mlflow
+        from mlflow import MlflowClient
+
+        for name in ("mlflow", "alembic"):  # "Creating initial MLflow database tables..." is not for users
+            logging.getLogger(name).setLevel(logging.WARNING)  # after the import, which sets mlflow's to INFO
         state = run.dir / STATE_FILE
-        with store_lock(uri) if shared else nullcontext():  # the client makes the store (its tables) when made
-            self.uri, self.client = uri, MlflowClient(tracking_uri=uri)
+        with store_lock(self.uri) if shared else nullcontext():  # the client makes the store (its tables) when made
+            self.client = MlflowClient(tracking_uri=self.uri)
             resumed = self._resumed_run(state) if run.resume_step is not None else None
             experiment_id = None if resumed is not None else self._experiment(experiment or run.experiment, artifacts)
         if resumed is not None:
@@ -96,9 +152,7 @@ class MLflowSink:
             assert experiment_id is not None
             tags = {"rlrun.run_dir": str(run.dir.resolve())} | ({"rlrun.group": run.group} if run.group else {})
             self.run_id = self.client.create_run(experiment_id, run_name=run.name, tags=tags).info.run_id
-            rundir.write_text(state, json.dumps({"tracking_uri": uri, "run_id": self.run_id}, indent=2) + "\n")
-        self._metrics: list[Any] = []
-        self._sent = time.monotonic()
+            rundir.write_text(state, json.dumps({"tracking_uri": self.uri, "run_id": self.run_id}, indent=2) + "\n")
 
     def _resumed_run(self, state: Path) -> str | None:
         """The MLflow run a resumed run continues: the one in `mlflow_run.json`, if this store holds it (a
@@ -129,35 +183,58 @@ class MLflowSink:
             return found.experiment_id
 
     def start(self, params: dict[str, Any], config_yaml: str) -> None:
-        # the mlflow extra: imported only when logger=mlflow
-        from mlflow.entities import Param
+        def send() -> None:
+            # the mlflow extra: imported only when logger=mlflow
+            from mlflow.entities import Param
 
-        items = [Param(k, str(v)[:PARAM_VALUE_MAX]) for k, v in params.items()]
-        for i in range(0, len(items), PARAM_BATCH):
-            self.client.log_batch(self.run_id, params=items[i : i + PARAM_BATCH])
-        self.client.log_text(self.run_id, config_yaml, "config.yaml")
+            items = [Param(k, str(v)[:PARAM_VALUE_MAX]) for k, v in params.items()]
+            for i in range(0, len(items), PARAM_BATCH):
+                self.client.log_batch(self.run_id, params=items[i : i + PARAM_BATCH])
+            self.client.log_text(self.run_id, config_yaml, "config.yaml")
+
+        self.worker.put(send)
 
     def scalar(self, tag: str, value: float, step: int) -> None:
-        # the mlflow extra: imported only when logger=mlflow
-        from mlflow.entities import Metric
-
-        self._metrics.append(Metric(tag, float(value), int(time.time() * 1000), step))
+        self._metrics.append((tag, float(value), int(time.time() * 1000), int(step)))
         if len(self._metrics) >= BATCH or time.monotonic() - self._sent > FLUSH_SECONDS:
-            self.flush()
+            self._send_metrics()
 
     def text(self, tag: str, text: str, step: int) -> None:
-        self.client.set_tag(self.run_id, tag, text[:PARAM_VALUE_MAX])
+        def send() -> None:
+            self.client.set_tag(self.run_id, tag, text[:PARAM_VALUE_MAX])
+
+        self.worker.put(send)
+
+    def _send_metrics(self) -> None:
+        """Hand the buffered metrics to the worker, in batches of MLflow's size."""
+        metrics, self._metrics, self._sent = self._metrics, [], time.monotonic()
+
+        def send() -> None:
+            # the mlflow extra: imported only when logger=mlflow
+            from mlflow.entities import Metric
+
+            batch = [Metric(*m) for m in metrics]
+            for i in range(0, len(batch), BATCH):
+                self.client.log_batch(self.run_id, metrics=batch[i : i + BATCH])
+
+        if metrics:
+            self.worker.put(send)
 
     def flush(self) -> None:
-        for i in range(0, len(self._metrics), BATCH):
-            self.client.log_batch(self.run_id, metrics=self._metrics[i : i + BATCH])
-        self._metrics, self._sent = [], time.monotonic()
+        self._send_metrics()
+        self.worker.wait()
 
     def close(self, summary: dict[str, Any]) -> dict[str, Any]:
-        step = summary["env_steps"]
-        for key, value in numeric(summary).items():
-            self.scalar(f"summary/{key}", value, step)
-        self.flush()
-        self.client.log_dict(self.run_id, summary, "summary.json")
-        self.client.set_terminated(self.run_id, status="FINISHED")
+        def finish() -> None:
+            self.client.log_dict(self.run_id, summary, "summary.json")
+            self.client.set_terminated(self.run_id, status="FINISHED")
+
+        try:
+            for key, value in numeric(summary).items():
+                self.scalar(f"summary/{key}", value, summary["env_steps"])
+            self._send_metrics()
+            self.worker.put(finish)
+            self.worker.wait()
+        finally:
+            self.worker.stop()
         return {"tracking_uri": self.uri, "run_id": self.run_id}
