@@ -23,12 +23,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
-import yaml
 
 from rlrun.algos.acting import GreedyActor
 from rlrun.config import saved
 from rlrun.nets.networks import QNetwork
-from rlrun.storage import checkpoint as ckpt
+from rlrun.storage import bounded, checkpoint as ckpt
 from rlrun.training import agents
 from rlrun.training.build import make_eval_envs, make_network
 from rlrun.training.device import resolve_device
@@ -81,14 +80,12 @@ def read_saved(path: Path, map_location: Any = "cpu", env_id: str | None = None)
         if not (path / "model.pt").exists():
             raise ckpt.CheckpointError(f"{path} is neither a checkpoint nor a run directory with weights")
         path = path / "model.pt"
-    if not path.is_file():
-        raise ckpt.CheckpointError(f"{path} is neither a checkpoint nor a run directory with weights")
-    state = ckpt.read(path, map_location=map_location)
+    state = ckpt.read(path, map_location=map_location)  # refuses a FIFO or a device, saying what it is
     if isinstance(state, dict) and "learner" in state:
         state = ckpt.load_file(path, map_location=map_location)
         cfg = one_agent(saved.from_disk(state["config"], env_id), path.parent)
         return Saved(cfg, state["learner"]["online"], path.parent)
-    if isinstance(state, dict) and state and all(isinstance(v, torch.Tensor) for v in state.values()):
+    if ckpt.is_weights(state):
         return Saved(saved_config(path.parent, env_id), state, path.parent)  # a model.pt: weights only
     raise ckpt.CheckpointError(f"{path}: neither an rlrun checkpoint nor a model.pt")
 
@@ -99,13 +96,14 @@ def saved_config(run_dir: Path, env_id: str | None = None) -> DictConfig:
     if not path.exists():
         raise ckpt.CheckpointError(f"{path} is missing: model.pt needs its run's config next to it")
     try:
-        return saved.from_disk(yaml.safe_load(path.read_text()), env_id)
-    except yaml.YAMLError as e:
-        raise ckpt.CheckpointError(f"{path}: unreadable ({str(e).splitlines()[0]})") from None
+        return saved.from_disk(bounded.load_yaml(path), env_id)
+    except bounded.FileRefused as e:
+        raise ckpt.CheckpointError(str(e)) from None
 
 
 def one_agent(cfg: DictConfig, run_dir: Path) -> DictConfig:
     """`cfg` if it trains one agent; a run of several is refused, naming the agents' directories."""
+    agents.check(cfg)  # an `agents` list is checked before its entries are read
     names = agents.agent_names(cfg)
     if len(names) > 1:
         raise BatchedRunError(run_dir, [os.path.normpath(run_dir / name) for name in names])

@@ -34,7 +34,7 @@ from rlrun import console
 from rlrun.config import preflight, saved as saved_config
 from rlrun.errors import ConfigError, FinishedRunError
 from rlrun.run import train
-from rlrun.storage import agent_dirs, checkpoint as ckpt, rundir
+from rlrun.storage import agent_dirs, bounded, checkpoint as ckpt, rundir
 from rlrun.training.agents import dir_plan
 from rlrun.training.jobs import run_job
 
@@ -105,8 +105,8 @@ def batched_group(job_dir: Path) -> Path | None:
     number, from its `.hydra/hydra.yaml`, is in a..b), or None."""
     sweep = next((p for p in job_dir.absolute().parents if (p / ".batched").is_dir()), None)
     try:
-        num = int(yaml.safe_load((job_dir / ".hydra" / "hydra.yaml").read_text())["hydra"]["job"]["num"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+        num = int(bounded.load_yaml(job_dir / ".hydra" / "hydra.yaml")["hydra"]["job"]["num"])
+    except (bounded.FileRefused, KeyError, TypeError, ValueError):
         return None
     for group in sorted((sweep / ".batched").glob("jobs*")) if sweep is not None else []:
         first, _, last = group.name.removeprefix("jobs").partition("-")

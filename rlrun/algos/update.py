@@ -11,6 +11,7 @@ PER priority or None), reading the online net and, where the algorithm has one, 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import warnings
 from collections.abc import Callable
@@ -22,6 +23,12 @@ from torch import nn
 from rlrun.errors import NonFiniteError
 from rlrun.nets.stacked_layers import clip_grad_norm_per_agent
 from rlrun.replay import Batch
+
+# A compiled optimizer step drops the step's profiler annotation, and torch says so on stderr once per run
+# ("Profiler record function ... will be ignored"): nothing a user can act on. That line alone is dropped.
+logging.getLogger("torch._dynamo.variables.ctx_manager").addFilter(
+    lambda record: not str(record.msg).startswith("Profiler record function")
+)
 
 
 def clip_threshold(max_grad_norm: Any) -> Any:

@@ -20,10 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rlrun.config.preflight import hydra_quote
-from rlrun.storage import rundir, summary as run_summary
+from rlrun.storage import bounded, rundir, summary as run_summary
 from rlrun.sweeps.jobtable import FINISHED
 from rlrun.training.signals import EXIT_PREEMPTED
 
@@ -84,8 +82,8 @@ def saved_plan(root: Path) -> Plan | None:
     if not path.exists():
         return None
     try:
-        return Plan(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError) as e:
+        return Plan(**bounded.load_json(path))
+    except (ValueError, TypeError) as e:  # bounded.FileRefused is a ValueError
         raise RoundError(f"{path} is not a comparison's plan ({e}); choose another name=", 2) from None
 
 
@@ -120,17 +118,20 @@ def state(out: Path, overrides: list[str]) -> str:
         )
     recorded = out / ".hydra" / "overrides.yaml"
     try:
-        saved = yaml.safe_load(recorded.read_text()) if recorded.exists() else None
-    except (OSError, yaml.YAMLError):
+        saved = bounded.load_yaml(recorded) if recorded.exists() else None
+    except bounded.FileRefused:
         saved = None
     if saved is not None and saved != overrides:
         raise RoundError(f"{out} holds a run of other overrides ({saved}); it was left unchanged", 2)
     if (out / run_summary.FILE).exists():
-        status = run_summary.read(out).get("status")
-        if status in FINISHED:
+        try:
+            summary = run_summary.read(out)
+        except run_summary.DamagedJob as e:
+            raise RoundError(f"{out}: {e}; remove that directory to train the round again", 2) from None
+        if summary.get("status") in FINISHED:
             return "done"
-        if status == "failed" and not (out / "checkpoint.pt").exists():
-            raise RoundError(f"{out}: the run failed ({run_summary.read(out).get('error')}); see {out / 'train.log'}")
+        if summary.get("status") == "failed" and not (out / "checkpoint.pt").exists():
+            raise RoundError(f"{out}: the run failed ({summary.get('error')}); see {out / 'train.log'}")
     if (out / "checkpoint.pt").exists():
         return "stopped"
     raise RoundError(

@@ -25,11 +25,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from rlrun.errors import ConfigError
+from rlrun.storage import bounded
 
 # Keys (and key prefixes, ending in ".") that name no experiment: logging, devices, Hydra, the logging
 # backends, checkpointing, resuming, the search preset.
@@ -104,9 +104,9 @@ def swept_keys(sweep_dir: Path, sweeper_params: Any) -> set[str] | None:
     no multirun.yaml (Optuna) also samples the sweeps given on the command line, which its params do not
     list: naming its jobs after the params alone gave two trials that differ only there one directory."""
     try:
-        saved = yaml.safe_load((Path(sweep_dir) / "multirun.yaml").read_text())
+        saved = bounded.load_yaml(Path(sweep_dir) / "multirun.yaml")
         found = swept_in(saved["hydra"]["overrides"]["task"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
+    except (bounded.FileRefused, KeyError, TypeError):
         return None
     params: Any = OmegaConf.to_container(sweeper_params) if OmegaConf.is_config(sweeper_params) else sweeper_params
     if isinstance(params, dict) and params:

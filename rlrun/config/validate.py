@@ -9,7 +9,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from rlrun.algos import ALGORITHMS, algo_kind, algorithm
 from rlrun.config import pbt
@@ -24,11 +24,7 @@ def check_schema(cfg: Any) -> None:
     (`rlrun.config.schemas.TARGET_SCHEMAS`). This is what makes it safe to instantiate a config read from a run
     directory or a checkpoint: nothing in it can choose other code."""
 
-    tree = (
-        cfg
-        if isinstance(cfg, Mapping) and not isinstance(cfg, DictConfig)
-        else OmegaConf.to_container(cfg, resolve=False)
-    )
+    tree = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
     if not isinstance(tree, Mapping):
         raise ConfigError("config", type(tree).__name__, "a mapping of config groups")
     for group, targets in GROUP_TARGETS.items():

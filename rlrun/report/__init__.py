@@ -16,7 +16,8 @@ probability that the best one (by greedy-eval IQM) beats each other one, and a p
 fraction of runs scoring above each return); for each swept numeric key (lr on a log axis), the final IQM
 return with its interval at each of its settings, one line per setting of the other swept keys (the
 sensitivity figure). Fewer than 5 seeds get a warning: the intervals are then wide and unreliable. Written:
-report.md, report.csv, curves.png, profile.png and sensitivity.png.
+report.md, report.csv, curves.png, profile.png and sensitivity.png; a report that cannot be written
+is one line naming where, exit 4.
 """
 
 from __future__ import annotations
@@ -167,8 +168,13 @@ def main(argv: list[str] | None = None) -> None:
     except NoRunsError as e:
         print(f"rlrun.report: {e}", file=sys.stderr)
         sys.exit(2)
-    except OSError as e:
-        print(f"rlrun.report: cannot write the report into {out or args.folders[0]} ({e})", file=sys.stderr)
+    except OSError as e:  # a read-only folder, a report.md that is a directory, a full disk
+        where = Path(e.filename2 or e.filename or out or args.folders[0])
+        where = where.parent if where.name.endswith(".tmp") else where  # a new temporary file: its folder
+        print(
+            f"rlrun.report: cannot write the report: {where}: {e.strerror or e}; write it elsewhere with --out DIR",
+            file=sys.stderr,
+        )
         sys.exit(4)
     print(text)
     if args.out is None and out is not None:  # a folder the user did not name

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from rlrun.config.runnames import swept_in
 from rlrun.report.aggregate import (
@@ -22,7 +21,7 @@ from rlrun.report.aggregate import (
     summarize,
 )
 from rlrun.report.plots import plot_curves, plot_profile, plot_sensitivity
-from rlrun.storage import rundir
+from rlrun.storage import bounded, rundir
 from rlrun.sweeps.jobtable import EVAL, EVAL_TAG, FINISHED, curves_of, folder_name, latest_per_seed, load_runs
 
 MIN_SEEDS = 5  # below this the report warns that its confidence intervals are unreliable
@@ -57,11 +56,8 @@ def shared_settings(runs: pd.DataFrame) -> list[str]:
     sweeps = runs[runs["sweep"] != ""].groupby("sweep")["sweep_dir"].first() if "sweep" in runs else {}
     for sweep, sweep_dir in sorted(dict(sweeps).items()):
         try:
-            task = [
-                str(o)
-                for o in yaml.safe_load((Path(sweep_dir) / "multirun.yaml").read_text())["hydra"]["overrides"]["task"]
-            ]
-        except (OSError, yaml.YAMLError, KeyError, TypeError):
+            task = [str(o) for o in bounded.load_yaml(Path(sweep_dir) / "multirun.yaml")["hydra"]["overrides"]["task"]]
+        except (bounded.FileRefused, KeyError, TypeError):
             continue
         swept = swept_in(task)
         constant = [o for o in task if o.lstrip("+~").partition("=")[0] not in swept]
@@ -106,6 +102,12 @@ def markdown_table(table: pd.DataFrame) -> str:
         }
     )
     return shown.to_markdown(index=False, colalign=["left", "right", "right", "right", "right", "right"])
+
+
+def shown(text: str) -> str:
+    """`text` as UTF-8 can hold it: a path's bytes that are not UTF-8 (a job directory named on another
+    system), which Python keeps as surrogates, are shown as `\\xff` escapes."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def merged_seeds(merged: list[tuple[str, list[str]]]) -> list[str]:
@@ -159,7 +161,7 @@ def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path 
             file=sys.stderr,
         )
     table = summarize(runs, reps)
-    rundir.write_text(out / "report.csv", table.to_csv(index=False))
+    rundir.write_text(out / "report.csv", shown(table.to_csv(index=False)))
     done = finished_runs(runs)
     envs = ", ".join(
         f"{env} (solve threshold {t:g})" if np.isfinite(t) else str(env)
@@ -243,6 +245,6 @@ def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path 
     shown_figures = [f"![{what}]({path.name})" for path, what in figures if path is not None]
     if shown_figures:
         lines += ["", *shown_figures]
-    text = "\n".join(lines) + "\n"
+    text = shown("\n".join(lines) + "\n")
     rundir.write_text(out / "report.md", text)
     return text

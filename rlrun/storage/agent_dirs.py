@@ -21,11 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rlrun.config.saved import rebuilt
 from rlrun.errors import ConfigError
-from rlrun.storage import rundir
+from rlrun.storage import bounded, rundir
 
 GROUPS = ".batched"  # the batched launcher's group run directories: <sweep dir>/.batched/<group>
 PREPARED = {"config.yaml", "hydra.yaml", "overrides.yaml"}  # the `.hydra/` the launcher writes into a job dir
@@ -112,8 +110,8 @@ def same_run(where: Path, expected: dict) -> bool:
     if where.is_symlink() or not saved_file.is_file() or saved_file.is_symlink():
         return False
     try:
-        saved = yaml.safe_load(saved_file.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        saved = bounded.load_yaml(saved_file)
+    except bounded.FileRefused:
         return False
     if not isinstance(saved, dict):
         return False

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlrun.storage import bounded
 from rlrun.storage.rundir import open_atomic
 
 LATEST, PREVIOUS = "checkpoint.pt", "checkpoint.prev.pt"
@@ -70,26 +71,25 @@ def save(run_dir: Path, state: dict[str, Any]) -> Path:
 
 
 def read(path: Path, map_location: Any = "cpu") -> Any:
-    """A file written by `torch.save`, loaded without running code (`weights_only=True`). Raises
-    `CheckpointError` with a one-line reason otherwise."""
+    """A file written by `torch.save`, loaded without running code (`weights_only=True`) and within bounds
+    (rlrun.storage.bounded: a regular file, records no larger than the file, values nested and shared within
+    limits). Raises `CheckpointError` with a one-line reason otherwise."""
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        with bounded.open_checkpoint(path) as f:
+            state = torch.load(f, map_location=map_location, weights_only=True)
+        bounded.check_values(state, path)
+        return state
+    except bounded.FileRefused as e:
+        raise CheckpointError(str(e)) from None
     except Exception as e:  # truncated, corrupt, unreadable, or holding Python objects
         if isinstance(e, pickle.UnpicklingError) and "Unsupported global" in str(e):
             # torch's message advises loading with weights_only=False: never pass that on
             raise CheckpointError(
                 f"{path}: not an rlrun checkpoint (it holds Python objects, which rlrun never loads)"
             ) from None
-        first = (str(e).splitlines() or ["an empty file" if _empty(path) else "no message"])[0]  # EOFError: ""
+        first = (str(e).splitlines() or ["no message"])[0]
         reason = "" if isinstance(e, pickle.UnpicklingError) else f" ({type(e).__name__}: {first})"
         raise CheckpointError(f"{path}: unreadable, damaged or not written by torch.save{reason}") from None
-
-
-def _empty(path: Path) -> bool:
-    try:
-        return os.path.getsize(path) == 0
-    except OSError:
-        return False
 
 
 def load_file(path: Path, map_location: Any = "cpu") -> dict[str, Any]:
@@ -98,7 +98,33 @@ def load_file(path: Path, map_location: Any = "cpu") -> dict[str, Any]:
     missing = [k for k in REQUIRED if not isinstance(state, dict) or k not in state]
     if missing:
         raise CheckpointError(f"{path}: not an rlrun checkpoint (no {', '.join(missing)})")
+    wrong = misshapen(state)
+    if wrong:
+        raise CheckpointError(f"{path}: not an rlrun checkpoint ({wrong})")
     return state
+
+
+def misshapen(state: dict[str, Any]) -> str | None:
+    """What is wrong with the parts of a checkpoint that every reader uses (its config, its online network's
+    weights), or None."""
+    if not isinstance(state["config"], dict):
+        return f"its config is a {type(state['config']).__name__}, not a mapping"
+    learner = state["learner"]
+    if not isinstance(learner, dict):
+        return f"its learner is a {type(learner).__name__}, not a mapping"
+    online = learner.get("online")
+    if not is_weights(online):
+        return "its learner.online is not a network's weights, a mapping of names to tensors"
+    return None
+
+
+def is_weights(value: Any) -> bool:
+    """A network's state dict: a non-empty mapping of names to tensors (a model.pt holds one)."""
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
+    )
 
 
 def load(run_dir: Path, map_location: Any = "cpu") -> tuple[dict[str, Any], Path]:

@@ -29,6 +29,8 @@ from typing import IO
 
 from filelock import FileLock, Timeout
 
+from rlrun.storage import bounded
+
 LOCK_NAME = ".rlrun.lock"
 # Any of these makes a directory a run of rlrun (a started run writes .hydra/ and train.log first, then
 # its events, episodes.csv, checkpoints and summary).
@@ -56,9 +58,19 @@ def resume_command(path: Path) -> str:
     return f"python -m rlrun.resume {shell_quote(path)}"
 
 
+NAME_MAX = 255  # bytes in one name of a path, on Linux's file systems (ext4, xfs, btrfs, tmpfs)
+
+
 def check_new(path: Path) -> None:
-    """Refuse a directory that already holds anything (a run above all: it names the resume command)."""
+    """Refuse a directory that already holds anything (a run above all: it names the resume command), or whose
+    path has a name longer than a file system allows (a long `exp_name`)."""
     path = Path(path)
+    long = next((name for name in path.parts if len(os.fsencode(name)) > NAME_MAX), None)
+    if long is not None:
+        raise RunDirError(
+            f"{path} cannot be made: its name {long[:24]}... is {len(os.fsencode(long))} bytes, and a name may "
+            f"have {NAME_MAX}; shorten exp_name, or choose hydra.run.dir=... (hydra.sweep.dir=... for -m)"
+        )
     if not path.exists():
         return
     if not path.is_dir():
@@ -172,7 +184,11 @@ def open_atomic(path: Path, mode: str = "wb") -> Iterator[IO]:
                 f"(torch: {str(e).splitlines()[0]})",
             ) from None
         raise
-    os.replace(tmp, path)
+    try:
+        os.replace(tmp, path)  # fails where `path` is a directory: the temporary file goes
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_text(path: Path, text: str) -> None:
@@ -244,9 +260,9 @@ def kept_rows(path: Path, resume_step: int | None) -> list[str]:
     if not path.exists():
         return [header]
     try:
-        text = path.read_text()
-    except UnicodeDecodeError:
-        raise RunDirError(f"{path} is damaged (not text); fix or remove it to continue the run") from None
+        text = bounded.read_text(path, bounded.TABLE_LIMIT)
+    except bounded.FileRefused as e:
+        raise RunDirError(f"{e}; fix or remove it to continue the run") from None
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines.pop()

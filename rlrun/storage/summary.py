@@ -13,14 +13,13 @@ the same bytes as ever), and what reads it (the CLI, logging backends, report, t
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, TypedDict, cast
 
 import numpy as np
-import yaml
 
-from rlrun.storage import rundir
+from rlrun.storage import bounded, rundir
 
 FILE = "summary.json"
 EVAL: Final = "final_eval_return"
@@ -164,7 +163,7 @@ def write(run_dir: Path, summary: Summary) -> None:
 def read(run_dir: Path) -> Summary:
     """`<run_dir>/summary.json`; a `DamagedJob` saying what is wrong if it is not a JSON object, or if a field
     of `NUMBERS` is neither a number nor null."""
-    summary = read_file(Path(run_dir) / FILE, "JSON", json.loads, dict)
+    summary = read_file(Path(run_dir) / FILE, bounded.load_json, dict)
     for key in NUMBERS:
         value = summary.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
@@ -174,15 +173,13 @@ def read(run_dir: Path) -> Summary:
     return summary
 
 
-def read_file(path: Path, what: str, parse: Any, kind: type) -> Any:
-    """`path` parsed by `parse`, or a `DamagedJob` naming it (unreadable, or not a `kind`; jobtable's YAML too)."""
+def read_file(path: Path, load: Callable[[Path], Any], kind: type) -> Any:
+    """`path` read by `load` (rlrun.storage.bounded's `load_json` or `load_yaml`: within bounds), or a
+    `DamagedJob` naming it (unreadable, beyond the bounds, or not a `kind`; jobtable's YAML too)."""
     try:
-        value = parse(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as e:  # JSONDecodeError is a ValueError
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:  # what is wrong, and where
-            reason = f"{e.problem}, line {e.problem_mark.line + 1}"
-        raise DamagedJob(f"{path.name} is not {what} ({reason})") from None
+        value = load(path)
+    except bounded.FileRefused as e:
+        raise DamagedJob(f"{path.name} {e.reason}") from None
     if not isinstance(value, kind):
         raise DamagedJob(f"{path.name} holds a {type(value).__name__}, not a {kind.__name__}")
     return value

@@ -201,8 +201,11 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
 
 def objective(job_dir: Path, kind: str = run_summary.TRAIN) -> float | None:
     """What the job's task function returns to sweepers (rlrun.storage.summary.objective); None without a summary."""
-    done = (Path(job_dir) / run_summary.FILE).exists()
-    return run_summary.objective(run_summary.read(job_dir) if done else None, kind)
+    try:
+        summary = run_summary.read(job_dir) if (Path(job_dir) / run_summary.FILE).exists() else None
+    except run_summary.DamagedJob:  # replaced since the job wrote it: counted as failed
+        summary = None
+    return run_summary.objective(summary, kind)
 
 
 def lost(job_dir: Path) -> bool:

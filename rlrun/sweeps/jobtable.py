@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
-from rlrun.storage import summary as run_summary
+from rlrun.storage import bounded, summary as run_summary
 from rlrun.storage.summary import EVAL, TRAIN, DamagedJob, Summary, read_file
 from rlrun.sweeps.labels import flatten, labelled, pbt_explored
 
@@ -30,8 +29,8 @@ FINISHED = ("finished", "solved")
 def _choices(path: Path) -> dict[str, Any]:
     """The option chosen in each config group (Hydra's `runtime.choices`); {} where it cannot be read."""
     try:
-        choices = yaml.safe_load(path.read_text())["hydra"]["runtime"]["choices"]
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        choices = bounded.load_yaml(path)["hydra"]["runtime"]["choices"]
+    except (bounded.FileRefused, KeyError, TypeError):
         return {}
     return choices if isinstance(choices, dict) else {}
 
@@ -82,11 +81,9 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     `nonfinite` (the summary's score fields that are NaN or infinite), and `population` (for an agent of a
     PBT population, its label, e.g. "PBT (truncation) exploring optimizer.lr"; else ""). Raises `DamagedJob`."""
     run_dir = Path(run_dir)
-    cfg = read_file(run_dir / ".hydra" / "config.yaml", "YAML", yaml.safe_load, dict)
+    cfg = read_file(run_dir / ".hydra" / "config.yaml", bounded.load_yaml, dict)
     overrides_file = run_dir / ".hydra" / "overrides.yaml"
-    overrides = (
-        read_file(overrides_file, "YAML", lambda t: yaml.safe_load(t) or [], list) if overrides_file.exists() else []
-    )
+    overrides = read_file(overrides_file, lambda p: bounded.load_yaml(p) or [], list) if overrides_file.exists() else []
     if not all(isinstance(o, str) for o in overrides):
         raise DamagedJob("overrides.yaml holds something other than overrides")
     summary_file = run_dir / run_summary.FILE
@@ -190,6 +187,11 @@ def _events_curve(run_dir: Path, tag: str) -> pd.DataFrame:
     # tensorboard's event reader takes seconds to import: only when curves are read
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    try:
+        for events in run_dir.glob("events.out.tfevents.*"):
+            bounded.check_file(events)  # what TensorBoard's reader opens: regular files of bounded size
+    except bounded.FileRefused:
+        return pd.DataFrame(columns=["step", "value"])  # the run's CSV files give its curve instead
     with quiet("tensorboard"):
         acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
         acc.Reload()
@@ -200,8 +202,9 @@ def _events_curve(run_dir: Path, tag: str) -> pd.DataFrame:
 
 def _csv(path: Path) -> pd.DataFrame | None:
     try:
+        bounded.check_file(path)
         return pd.read_csv(path)
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # bounded.FileRefused is a ValueError
         return None
 
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rlrun.config.runnames import QUIET_KEYS, quiet_key
+from rlrun.storage import bounded
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -43,9 +42,9 @@ def pbt_explored(population_dir: Path) -> list[str] | None:
     """The keys a PBT population explored (its config's `pbt.space` entries with a range), read from the run
     directory its agents sit in; None where that directory holds no PBT population."""
     try:
-        cfg = yaml.safe_load((population_dir / ".hydra" / "config.yaml").read_text())
+        cfg = bounded.load_yaml(population_dir / ".hydra" / "config.yaml")
         space = cfg["pbt"]["space"]
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
+    except (bounded.FileRefused, KeyError, TypeError):
         return None
     ranges = flatten(space) if isinstance(space, dict) else {}
     keys = {k.rpartition(".")[0] for k in ranges if k.endswith((".low", ".high"))}

@@ -1,9 +1,10 @@
 """How a training job ends: its summary on stdout, or one line on stderr and an exit code.
 
 0 done · 2 refused (bad config, a run directory that holds a run or is in use, an unloadable
-checkpoint) · 3 non-finite loss · 4 cannot write · 5 the env raised (its last checkpoint is kept:
-resume it; with none yet, a new run's directory is removed) · 75 stopped by a signal, checkpoint saved
-(resume) · 130 / 143 stopped by SIGINT / SIGTERM before anything was kept (rlrun.training.signals)
+checkpoint, a file of the run that rlrun does not read: rlrun.storage.bounded) · 3 non-finite loss · 4 cannot
+write · 5 the env raised (its last checkpoint is kept: resume it; with none yet, a new run's directory is
+removed) · 75 stopped by a signal, checkpoint saved (resume) · 130 / 143 stopped by SIGINT / SIGTERM before
+anything was kept (rlrun.training.signals)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, NoReturn
 from rlrun.envs.failure import EnvError
 from rlrun.errors import ConfigError, NonFiniteError
 from rlrun.storage import rundir, summary as run_summary
+from rlrun.storage.bounded import FileRefused
 
 EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_ENV, EXIT_PREEMPTED = 2, 3, 4, 5, 75  # 75 = EX_TEMPFAIL: try again
 
@@ -28,7 +30,7 @@ def refused(error: BaseException) -> bool:
     # torch only when a job's checkpoint fails, not on the CLI's other paths
     from rlrun.storage.checkpoint import CheckpointError
 
-    return isinstance(error, (ConfigError, CheckpointError, rundir.RunDirError))
+    return isinstance(error, (ConfigError, CheckpointError, rundir.RunDirError, FileRefused, run_summary.DamagedJob))
 
 
 def fail(code: int, message: str) -> NoReturn:

@@ -24,7 +24,7 @@ import torch
 import yaml
 
 from rlrun.logs.logger import RunLogger
-from rlrun.storage import rundir, summary as run_summary
+from rlrun.storage import bounded, rundir, summary as run_summary
 from rlrun.storage.summary import Summary
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 def run_overrides(out_dir: Path) -> list[str]:
     """The run's own command-line overrides (`.hydra/overrides.yaml`), read once for all its agents."""
     job_overrides = Path(out_dir) / ".hydra" / "overrides.yaml"
-    return (yaml.safe_load(job_overrides.read_text()) if job_overrides.exists() else None) or []
+    return (bounded.load_yaml(job_overrides) if job_overrides.exists() else None) or []
 
 
 def write_agent_hydra_dir(agent_dir: Path, config_yaml: str, values: dict[str, Any], overrides: list[str]) -> None:

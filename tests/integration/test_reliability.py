@@ -142,6 +142,52 @@ def test_a_checkpoint_holding_python_objects_is_refused_without_torch_advice(fin
     assert "weights_only" not in proc.stderr and "not an rlrun checkpoint" in proc.stderr
 
 
+def shared_leaves(levels):
+    """10^levels leaves from a few hundred pickled bytes: each level is ten references to the one below."""
+    node = ["x"] * 10
+    for _ in range(levels - 1):
+        node = [node] * 10
+    return node
+
+
+def crafted_checkpoints(run, change):
+    for name in (ckpt.LATEST, ckpt.PREVIOUS):
+        state = torch.load(run / name, weights_only=True)
+        change(state)
+        torch.save(state, run / name)
+
+
+CRAFTED_RUNS = {  # a real run's file crafted -> what the one line of resume and evaluate says
+    "a config of 10^9 shared leaves": (
+        lambda run: crafted_checkpoints(run, lambda s: s["config"].__setitem__("exp_name", shared_leaves(9))),
+        "holds more than 10000000 values",
+    ),
+    "learner.online a list": (
+        lambda run: crafted_checkpoints(run, lambda s: s["learner"].__setitem__("online", [1, 2])),
+        "its learner.online is not a network's weights",
+    ),
+    "episodes.csv a FIFO": (
+        lambda run: ((run / "episodes.csv").unlink(), os.mkfifo(run / "episodes.csv")),
+        "episodes.csv is a FIFO, not a regular file",
+    ),
+}
+
+
+@pytest.mark.timeout(120)  # before the bounds: the shared leaves and the FIFO hung resume
+@pytest.mark.parametrize("case", CRAFTED_RUNS)
+def test_a_crafted_file_of_a_real_run_is_refused_in_one_line(finished_run, tmp_path, case):
+    run = copy_run(finished_run, tmp_path / "run")
+    craft, says = CRAFTED_RUNS[case]
+    craft(run)
+    before = digest(run)
+    calls = [("rlrun.resume", run, "total_steps=960")]
+    calls += [] if "FIFO" in case else [("rlrun.evaluate", run, "episodes=1"), ("rlrun.export", run)]
+    for call in calls:
+        proc = in_process(*call, rc=2)
+        assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert digest(run) == before
+
+
 # --- 2. runs never destroy other runs -------------------------------------------------------------
 
 

@@ -33,7 +33,7 @@ from typing import Any
 from filelock import FileLock
 
 from rlrun.logs.sinks.base import SinkRun, numeric, sweep_dir
-from rlrun.storage import rundir
+from rlrun.storage import bounded, rundir
 
 STATE_FILE = "mlflow_run.json"
 BATCH = 1000  # MLflow's limit of metrics per log_batch call
@@ -161,9 +161,9 @@ class MLflowSink:
         from mlflow.exceptions import MlflowException
 
         try:
-            run_id = json.loads(state.read_text())["run_id"]
+            run_id = bounded.load_json(state)["run_id"]
             self.client.get_run(run_id)
-        except (OSError, ValueError, KeyError, TypeError, MlflowException):
+        except (ValueError, KeyError, TypeError, MlflowException):  # bounded.FileRefused is a ValueError
             return None
         return str(run_id)
 

@@ -16,11 +16,12 @@ import netrc
 import os
 import secrets
 import string
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from rlrun.logs.sinks.base import SinkRun, numeric, sweep_dir
-from rlrun.storage import rundir
+from rlrun.storage import bounded, rundir
 
 STATE_FILE = "wandb_run.json"
 STEP_KEY = "env_step"
@@ -48,6 +49,14 @@ def release_cache_dir() -> None:
     _Service.open -= 1
     if _Service.open == 0 and os.environ.get("WANDB_CACHE_DIR") == _Service.cache_dir:
         wandb.teardown()  # its logs closed: the next run's service writes into that run
+
+
+def saved_id(state: Path) -> str:
+    """The W&B run id a resumed run continues (its `wandb_run.json`); `FileRefused` if it holds none."""
+    saved = bounded.load_json(state)
+    if not isinstance(saved, dict) or not isinstance(saved.get("id"), str):
+        raise bounded.FileRefused(state, "holds no W&B run id (a JSON object with an `id`): remove it for a new run")
+    return saved["id"]
 
 
 def new_id() -> str:
@@ -81,7 +90,7 @@ class WandbSink:
         self.mode = resolve_mode(mode)
         state = run.dir / STATE_FILE
         resumed = run.resume_step is not None and state.exists()
-        run_id = json.loads(state.read_text())["id"] if resumed else new_id()
+        run_id = saved_id(state) if resumed else new_id()
         self.run = wandb.init(
             project=project,
             entity=entity,
