@@ -105,6 +105,15 @@ def value_at(steps: list[int], means: list[float], step: int, reach: float = 0.9
     return means[i]
 
 
+def last_eval(agent_dir: Path) -> float | None:
+    """The agent's last greedy evaluation (its summary.json's final_eval_return), if it finished."""
+    import json
+
+    summary = agent_dir / "summary.json"
+    value = json.loads(summary.read_text()).get("final_eval_return") if summary.is_file() else None
+    return value if isinstance(value, (int, float)) else None
+
+
 def agent_runs(root: Path) -> list[tuple[str, str, int, Path]]:
     """(setting label, game, seed, episodes.csv) of every agent under root."""
     found = []
@@ -146,7 +155,7 @@ def plot(args) -> None:
             rows.append(
                 [label, game, seed, f"{steps[-1]:,}" if steps else "0"]
                 + [_fmt(value_at(steps, means, b)) for b in BUDGETS]
-                + [_fmt(means[-1] if means else None), str(len(budgets))]
+                + [_fmt(means[-1] if means else None), _fmt(last_eval(episodes.parent)), str(len(budgets))]
             )
         paper = PAPER_DQN[game]
         ax.scatter(list(paper), list(paper.values()), marker="x", color="black", zorder=5, label="paper DQN")
@@ -172,6 +181,7 @@ def plot(args) -> None:
             "at 5M",
             "at 10M",
             "last",
+            "last greedy eval",
             "budgets reached",
         ],
         rows,

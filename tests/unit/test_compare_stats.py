@@ -32,8 +32,9 @@ def test_seven_discordant_seeds_all_one_way_decide_at_five_percent_six_do_not():
     assert stats.mcnemar_exact(0, 6) < 0.05
 
 
-def crossing_probability(n_max: int, alpha: float) -> float:
-    """Exactly, the chance that a fair coin's KT e-value reaches 1/alpha within n_max flips (absorbed once it does)."""
+def crossing_probability(n_max: int, decides) -> float:
+    """Exactly, the chance that `decides(a_only, b_only)` holds at some look within n_max fair-coin discordant
+    seeds, looking after each one (absorbed once it does)."""
     alive = {0: 1.0}  # B-only count -> probability, among paths that have not crossed
     crossed = 0.0
     for n in range(1, n_max + 1):
@@ -43,7 +44,7 @@ def crossing_probability(n_max: int, alpha: float) -> float:
                 step[k2] = step.get(k2, 0.0) + p / 2
         alive = {}
         for k, p in step.items():
-            if sequential.e_value(n - k, k) >= 1 / alpha:
+            if decides(n - k, k):
                 crossed += p
             else:
                 alive[k] = p
@@ -54,25 +55,14 @@ def test_the_e_process_decides_wrongly_at_most_alpha_however_often_it_looks():
     """Looking after every discordant seed (more often than any comparison looks), up to 300 of them: the
     exact chance of ever declaring a winner between two equal settings stays under alpha (Ville)."""
     for alpha in (0.05, 0.1):
-        wrong = crossing_probability(300, alpha)
+        wrong = crossing_probability(300, lambda a, b, alpha=alpha: sequential.e_value(a, b) >= 1 / alpha)
         assert 0.25 * alpha < wrong <= alpha, wrong
 
 
 def test_a_fixed_sample_test_repeated_at_every_look_would_not():
     """What the sequential rule is for: McNemar's exact test at 5% after every discordant seed up to 100
     declares a winner between equal settings far more often than 5% of the time."""
-    alive, wrong = {0: 1.0}, 0.0
-    for n in range(1, 101):
-        step: dict[int, float] = {}
-        for k, p in alive.items():
-            for k2 in (k, k + 1):
-                step[k2] = step.get(k2, 0.0) + p / 2
-        alive = {}
-        for k, p in step.items():
-            if stats.mcnemar_exact(n - k, k) <= 0.05:
-                wrong += p
-            else:
-                alive[k] = p
+    wrong = crossing_probability(100, lambda a, b: stats.mcnemar_exact(a, b) <= 0.05)
     assert wrong > 0.15
 
 
