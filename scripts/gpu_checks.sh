@@ -8,7 +8,8 @@
 #                  (tests/integration/test_acceleration.py), stacked agents on CUDA (test_batched.py)
 #   minatar.txt    MinAtar Breakout at the paper's DQN settings, seeds=64 on the GPU (the CPU figures:
 #                  docs/results/minatar.md), eager and with device.cuda_graphs, then PQN's MinAtar recipe
-#                  (128 envs) on the GPU
+#                  (128 envs) on the GPU; between them the DQN preset with an update per four frames,
+#                  seeds=64 with device.cuda_graphs
 #   pbt.txt        a PBT population (seeds=16 +pbt=truncation) on CartPole on the GPU: exploits happen there
 #   update.txt     us per gradient step, each switch on/off (scripts/bench.py switches)
 #   cartpole.txt   the default CartPole config, whole loop, 20k steps: device=cuda (plain, then with
@@ -54,23 +55,25 @@ run pytest 100 $PY -m pytest -q -p no:cacheprovider --timeout 45 tests/integrati
   tests/integration/test_acceleration.py tests/integration/test_batched.py -k "cuda or graph or stacked" -m "not slow"
 # past the 5,000 random frames, so that the progress lines' step/s include the updates; eager, then recorded
 # (the eager run without the compiled optimizer step, as its earlier figure: a first compile would eat its limit)
-run minatar 60 $PY -m rlrun.train +experiment=minatar_paper env.id=MinAtar/Breakout-v0 device=$DEVICE seeds=64 \
+run minatar 50 $PY -m rlrun.train +experiment=minatar_paper env.id=MinAtar/Breakout-v0 device=$DEVICE seeds=64 \
   device.compile_optimizer=false total_steps=12500 $COMMON log.interval=2500 hydra.run.dir=$RUNS/minatar_paper_seeds64
 run minatar 50 $PY -m rlrun.train +experiment=minatar_paper env.id=MinAtar/Breakout-v0 device=$DEVICE seeds=64 \
   device.cuda_graphs=true total_steps=12500 $COMMON log.interval=2500 hydra.run.dir=$RUNS/minatar_paper_seeds64_graphs
+run minatar 40 $PY -m rlrun.train env=minatar algo.train_freq=4 env.id=MinAtar/Breakout-v0 device=$DEVICE seeds=64 \
+  device.cuda_graphs=true total_steps=25000 $COMMON log.interval=5000 hydra.run.dir=$RUNS/minatar_dqn_tf4_seeds64_graphs
 run minatar 30 $PY -m rlrun.train +experiment=pqn_minatar env.id=MinAtar/Breakout-v0 device=$DEVICE \
   total_steps=2000000 $COMMON log.interval=200000 hydra.run.dir=$RUNS/minatar_pqn
 run pbt 30 $PY -m rlrun.train seeds=16 +pbt=truncation pbt.interval=1000 device=$DEVICE total_steps=6000 \
   $COMMON log.interval=2000 hydra.run.dir=$RUNS/pbt
 tail -n 20 "$RUNS/pbt/pbt.csv" >> "$OUT/pbt.txt" 2>&1; tail -n 3 "$OUT/pbt.txt"
-run update 60 $PY scripts/bench.py switches --device $DEVICE
+run update 45 $PY scripts/bench.py switches --device $DEVICE
 CARTPOLE="total_steps=20000 $COMMON log.interval=5000"
 run cartpole 30 $PY -m rlrun.train device=$DEVICE $CARTPOLE hydra.run.dir=$RUNS/cartpole_$DEVICE
 run cartpole 30 $PY -m rlrun.train device=$DEVICE device.cuda_graphs=true $CARTPOLE hydra.run.dir=$RUNS/cartpole_graphs
 run cartpole 20 $PY -m rlrun.train device=cpu $CARTPOLE hydra.run.dir=$RUNS/cartpole_cpu
 run agents 40 $PY -m rlrun.train device=$DEVICE seeds=256 device.cuda_graphs=true total_steps=8000 $COMMON \
   log.interval=2000 hydra.run.dir=$RUNS/cartpole_seeds256_graphs
-run atari 50 $PY scripts/bench.py atari --device $DEVICE --envs 8 --reps 1 --steps 500 --loop-steps 8000
+run atari 40 $PY scripts/bench.py atari --device $DEVICE --envs 8 --reps 1 --steps 500 --loop-steps 8000
 run atari 20 $PY -m rlrun.train +experiment=pqn_atari device=$DEVICE $COMMON log.interval=20000 \
   hydra.run.dir=$RUNS/pqn_atari
 # Env steps/s of the runs above, also of those the slot stopped (their last progress line is in the .txt files).
