@@ -90,7 +90,10 @@ def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, c
 def run_rounds(job: Job) -> None:
     """Train round after round until a look decides or the budget is spent; then write the files."""
     plan, root = job.plan, job.root
-    write_plan(root, plan)
+    try:
+        write_plan(root, plan)
+    except OSError as e:  # a folder under /proc, a read-only one, a file on the way
+        fail(f"cannot write the comparison into {root}: {e.strerror or e}; choose another dir=", 4)
     runner = Runner(job.command_line)
     runner.install()
     rounds = plan.rounds()
@@ -147,19 +150,23 @@ def finish(
         [arms.curves(t, f"{arm}: {arm_names[arm]}") for arm, t in tables.items()], ignore_index=True
     ) if tables else pd.DataFrame()  # fmt: skip
     left = [x for t in tables.values() for x in t.attrs.get("left_out", [])]
-    written = output.write(
-        root,
-        verdict=line,
-        looks=looks,
-        both=both,
-        metric=metric,
-        arms=arm_names,
-        settings=settings,
-        commands=commands,
-        left_out=left,
-        curves=curves,
-        threshold=threshold,
-    )
+    try:
+        written = output.write(
+            root,
+            verdict=line,
+            looks=looks,
+            both=both,
+            metric=metric,
+            arms=arm_names,
+            settings=settings,
+            commands=commands,
+            left_out=left,
+            curves=curves,
+            threshold=threshold,
+        )
+    except OSError as e:  # the verdict is still shown; the runs compared are untouched
+        print(line)
+        fail(f"cannot write the comparison's report into {root}: {e.strerror or e}; choose another dir=", 4)
     print(line)
     print(f"rlrun.compare: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
 

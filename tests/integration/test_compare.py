@@ -27,12 +27,40 @@ COMMAND = [sys.executable, "-m", "rlrun.compare"]
         (["A=", "B=", "lr=0.1,0.2"], "is a sweep"),
         (["A=", "B=", "hydra.run.dir=x"], "not in a comparison"),
         (["A=network=dueling"], "B= is missing"),
+        (["A=", "B=", "name=" + "x" * 300], "name=xxx"),  # was an OSError traceback (File name too long)
+        (["A=", "B=", "name=my run"], "name=my run: one folder name of letters"),
+        (["A=", "B=", "dir=" + "y" * 300], "a name may have 255"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, message):
     proc = in_process("rlrun.compare.cli", *args, cwd=tmp_path, rc=2)
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not any(tmp_path.iterdir())  # not even outputs/compare/
+
+
+def test_a_folder_that_cannot_be_made_is_one_line_exit_4(tmp_path):
+    proc = in_process("rlrun.compare.cli", "A=", "B=", "dir=/proc/rlrun_cannot_be_here", cwd=tmp_path, rc=4)
+    assert "cannot write" in proc.stderr and "/proc/rlrun_cannot_be_here" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def fake_runs(folder, returns):
+    """Finished runs as the report reads them (a composed config, a summary), one per seed."""
+    for seed, value in enumerate(returns):
+        run = folder / f"seed={seed}"
+        (run / ".hydra").mkdir(parents=True)
+        (run / ".hydra" / "config.yaml").write_text(f"seed: {seed}\ntotal_steps: 100\nenv:\n  id: CartPole-v1\n")
+        summary = {"status": "finished", "final_mean_return_100": value, "reward_threshold": 475.0}
+        (run / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def test_folders_compared_into_a_folder_that_cannot_be_made_give_the_verdict_and_one_line(tmp_path):
+    a, b = fake_runs(tmp_path / "a", [10.0, 11.0]), fake_runs(tmp_path / "b", [12.0, 13.0])
+    args = [f"A={a}", f"B={b}", "metric=final", "dir=/proc/rlrun_cannot_be_here"]
+    proc = in_process("rlrun.compare.cli", *args, cwd=tmp_path, rc=4)
+    assert "undecided after 2 paired seeds" in proc.stdout, proc
+    assert "cannot write" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def compare(*args, cwd, **kwargs):
