@@ -288,3 +288,14 @@ def test_a_comparison_refuses_a_crafted_round_in_one_line(tmp_path):
     write(tmp_path / "plan.json", "100000-deep JSON")
     with pytest.raises(RoundError, match="is nested deeper than 100 levels"):
         saved_plan(tmp_path)
+
+
+@pytest.mark.parametrize("task", [["optimizer.lr=0.001", "x=["], "not a list", [["a"], {"b": 1}]])
+def test_the_report_reads_past_a_crafted_multirun_yaml(tmp_path, task):
+    """Its command line is read for the settings every job shares: one Hydra's grammar refuses (or that is no
+    list of overrides) adds no line, instead of an OverrideParseException traceback."""
+    for seed in range(2):
+        make_run(tmp_path, 0.001, seed, 100.0 + seed, 50.0, None)
+    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"overrides": {"task": task}}}))
+    text = write_report(tmp_path, reps=50)
+    assert "2 jobs (2 finished)" in text and "Every job of the sweep" not in text
