@@ -299,3 +299,16 @@ def test_the_report_reads_past_a_crafted_multirun_yaml(tmp_path, task):
     (tmp_path / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"overrides": {"task": task}}}))
     text = write_report(tmp_path, reps=50)
     assert "2 jobs (2 finished)" in text and "Every job of the sweep" not in text
+
+
+@pytest.mark.parametrize("network", [{"encoder": "mlp", "num_atoms": "x"}, {"encoder": "mlp", "num_quantiles": [1]},
+                                     {"encoder": "mlp", "tau_embedding_dim": "8"}])  # fmt: skip
+def test_the_report_labels_a_job_whose_network_values_are_not_numbers(tmp_path, network):
+    """The network label is read from the composed config: a crafted value there is no head feature, not a
+    TypeError traceback."""
+    for seed in range(2):
+        make_run(tmp_path, 0.001, seed, 100.0 + seed, 50.0, None)
+    config = tmp_path / "optimizer.lr=0.001" / "seed=1" / ".hydra" / "config.yaml"
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "network": network}))
+    text = write_report(tmp_path, reps=50)
+    assert "2 jobs (2 finished)" in text
