@@ -43,12 +43,13 @@ def read_arm(name: str, folder: Path) -> pd.DataFrame:
             left.append(f"{d}: {row['status']}")
             continue
         final = row.get(TRAIN)
+        budget = row.get("cfg.total_steps")  # shown in compare.md only: one that is no integer is not shown
         rows.append(
             {
                 "seed": seed,
                 "job": str(d),
                 "env": row.get("cfg.env.id"),
-                "budget": row.get("cfg.total_steps"),
+                "budget": budget if isinstance(budget, int) and not isinstance(budget, bool) else None,
                 "threshold": row.get("reward_threshold"),
                 "solved_step": row.get("solved_step"),
                 "solved": row.get("solved_step") is not None,

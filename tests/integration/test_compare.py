@@ -44,12 +44,13 @@ def test_a_folder_that_cannot_be_made_is_one_line_exit_4(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
-def fake_runs(folder, returns):
+def fake_runs(folder, returns, total_steps="100"):
     """Finished runs as the report reads them (a composed config, a summary), one per seed."""
     for seed, value in enumerate(returns):
         run = folder / f"seed={seed}"
         (run / ".hydra").mkdir(parents=True)
-        (run / ".hydra" / "config.yaml").write_text(f"seed: {seed}\ntotal_steps: 100\nenv:\n  id: CartPole-v1\n")
+        config = f"seed: {seed}\ntotal_steps: {total_steps}\nenv:\n  id: CartPole-v1\n"
+        (run / ".hydra" / "config.yaml").write_text(config)
         summary = {"status": "finished", "final_mean_return_100": value, "reward_threshold": 475.0}
         (run / "summary.json").write_text(json.dumps(summary))
     return folder
@@ -61,6 +62,14 @@ def test_folders_compared_into_a_folder_that_cannot_be_made_give_the_verdict_and
     proc = in_process("rlrun.compare.cli", *args, cwd=tmp_path, rc=4)
     assert "undecided after 2 paired seeds" in proc.stdout, proc
     assert "cannot write" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_folders_whose_configs_hold_a_budget_that_is_no_number_are_still_compared(tmp_path):
+    """The budget only shows in compare.md: a crafted `total_steps` is left out of it, not a ValueError."""
+    a, b = fake_runs(tmp_path / "a", [10.0, 11.0], total_steps="abc"), fake_runs(tmp_path / "b", [12.0, 13.0])
+    proc = in_process("rlrun.compare.cli", f"A={a}", f"B={b}", "metric=final", f"dir={tmp_path / 'out'}", rc=0)
+    assert "undecided after 2 paired seeds" in proc.stdout and "Traceback" not in proc.stderr, proc
+    assert "budgets (total_steps): A [], B [100]" in (tmp_path / "out" / "compare.md").read_text()
 
 
 def compare(*args, cwd, **kwargs):
