@@ -41,6 +41,7 @@ def threshold_of(task: Any) -> float | None:
 def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, command_line: str) -> Job:
     """Check everything the comparison will run, as `python -m rlrun.train` would (BadInput: nothing is written)."""
     from rlrun.config import preflight
+    from rlrun.config.runnames import check_exp_name
 
     per_round, budget, first = _int(own, "seeds", 1), _int(own, "max_seeds", 1), _int(own, "seed", 0)
     if budget < per_round:
@@ -62,6 +63,7 @@ def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, c
             overrides[arm], shared = whole[: len(overrides[arm])], whole[len(overrides[arm]) :]
             task = preflight.task_config(preflight.compose([*whole, f"seed={first}", f"seeds={per_round}"]))
             preflight.check_job(task, probed)
+            check_exp_name(task.exp_name)  # each round's run refuses a typed one that is no folder name
         except ConfigError as e:
             raise BadInput(f"arm {arm} ({own[arm] or 'the defaults'}): {e}") from None
         tasks[arm] = task
