@@ -312,3 +312,16 @@ def test_the_report_labels_a_job_whose_network_values_are_not_numbers(tmp_path, 
     config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "network": network}))
     text = write_report(tmp_path, reps=50)
     assert "2 jobs (2 finished)" in text
+
+
+def test_a_comparison_reuses_no_round_whose_overrides_it_cannot_read(tmp_path):
+    """The round's overrides.yaml says which arm and seeds it trained: one refused by the bounded reader
+    (here a FIFO) is a refusal, not a round taken as this arm's (its finished summary was reused before)."""
+    from rlrun.compare.rounds import RoundError, state
+
+    (tmp_path / "round" / ".hydra").mkdir(parents=True)
+    write(tmp_path / "round" / ".hydra" / "overrides.yaml", "FIFO")
+    summary.write(tmp_path / "round", {"status": "finished"})
+    with pytest.raises(RoundError, match="overrides.yaml is a FIFO") as refused:
+        state(tmp_path / "round", ["total_steps=1000", "seed=0", "seeds=2"])
+    assert refused.value.code == 2
