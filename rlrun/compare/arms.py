@@ -32,8 +32,8 @@ def read_arm(name: str, folder: Path) -> pd.DataFrame:
         except DamagedJob as e:
             left.append(f"{d}: {e}")
             continue
-        seed = row.get("cfg.seed")
-        if not isinstance(seed, int):
+        seed = row["seed"]  # the composed config's, where it is an integer (load_run)
+        if seed is None:
             left.append(f"{d}: no seed in .hydra/config.yaml")
             continue
         if seed in where:

@@ -73,6 +73,19 @@ def test_folders_whose_configs_hold_a_budget_that_is_no_number_are_still_compare
     assert "budgets (total_steps): A [], B [100]" in (tmp_path / "out" / "compare.md").read_text()
 
 
+def test_a_run_whose_seed_is_no_integer_is_left_out_not_paired(tmp_path):
+    """`seed: true` in a crafted config is no seed 1 (as the report reads it): that run is left out."""
+    from rlrun.compare.arms import read_arm
+
+    folder = fake_runs(tmp_path / "a", [10.0, 11.0])
+    config = folder / "seed=0" / ".hydra" / "config.yaml"
+    config.write_text(config.read_text().replace("seed: 0", "seed: true"))
+    table = read_arm("A", folder)
+    assert table.index.tolist() == [1] and table.attrs["left_out"] == [
+        f"{folder / 'seed=0'}: no seed in .hydra/config.yaml"
+    ]
+
+
 def compare(*args, cwd, **kwargs):
     return subprocess.run([*COMMAND, *map(str, args)], cwd=cwd, capture_output=True, text=True, **kwargs)
 
