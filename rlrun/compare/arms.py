@@ -48,7 +48,7 @@ def read_arm(name: str, folder: Path) -> pd.DataFrame:
             {
                 "seed": seed,
                 "job": str(d),
-                "env": row.get("cfg.env.id"),
+                "env": str(row.get("cfg.env.id")),  # text, as the report shows it
                 "budget": budget if isinstance(budget, int) and not isinstance(budget, bool) else None,
                 "threshold": row.get("reward_threshold"),
                 "solved_step": row.get("solved_step"),

@@ -86,6 +86,15 @@ def test_a_run_whose_seed_is_no_integer_is_left_out_not_paired(tmp_path):
     ]
 
 
+def test_a_run_whose_env_id_is_no_string_is_compared_as_text(tmp_path):
+    """A crafted `env.id: [1]` is another env (refused in one line), not an unhashable-list traceback."""
+    a, b = fake_runs(tmp_path / "a", [10.0, 11.0]), fake_runs(tmp_path / "b", [12.0, 13.0])
+    config = a / "seed=0" / ".hydra" / "config.yaml"
+    config.write_text(config.read_text().replace("id: CartPole-v1", "id: [1]"))
+    proc = in_process("rlrun.compare.cli", f"A={a}", f"B={b}", "metric=final", f"dir={tmp_path / 'out'}", rc=2)
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+
+
 def compare(*args, cwd, **kwargs):
     return subprocess.run([*COMMAND, *map(str, args)], cwd=cwd, capture_output=True, text=True, **kwargs)
 

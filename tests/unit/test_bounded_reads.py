@@ -325,3 +325,14 @@ def test_a_comparison_reuses_no_round_whose_overrides_it_cannot_read(tmp_path):
     with pytest.raises(RoundError, match="overrides.yaml is a FIFO") as refused:
         state(tmp_path / "round", ["total_steps=1000", "seed=0", "seeds=2"])
     assert refused.value.code == 2
+
+
+@pytest.mark.parametrize("env_id", [5, [1]])
+def test_the_report_groups_a_job_whose_env_id_is_no_string(tmp_path, env_id):
+    """A crafted `env.id` (a number, a list) is shown as text, not a TypeError while the report sorts envs."""
+    for seed in range(2):
+        make_run(tmp_path, 0.001, seed, 100.0 + seed, 50.0, None)
+    config = tmp_path / "optimizer.lr=0.001" / "seed=1" / ".hydra" / "config.yaml"
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "env": {"id": env_id}}))
+    text = write_report(tmp_path, reps=50)
+    assert "2 jobs (2 finished)" in text and str(env_id) in text
