@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata as md
-import os
 import platform
 import sys
 from importlib.machinery import PathFinder
 from pathlib import Path
 
 from packaging.requirements import Requirement
+
+from rlrun import console
 
 # Extras for developing rlrun itself, not for using it.
 DEV_EXTRAS = ("test",)
@@ -56,6 +57,7 @@ def shadowing_folder(folder: Path) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    console.guard()  # `| head -1`, a full or closed stdout: no traceback
     argparse.ArgumentParser(
         prog="python -m rlrun.doctor",
         description="torch, CUDA, the GPUs and the installed packages of rlrun and its extras; "
@@ -107,11 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     width = max(len(name) for name, _ in rows) + 2
-    try:
-        print("\n".join(f"{name:<{width}}{value}" for name, value in rows))
-        print("rlrun doctor: " + ("all good" if ok else "problems found"), flush=True)
-    except BrokenPipeError:  # `| head -1`: the reader has what it wanted
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+    print("\n".join(f"{name:<{width}}{value}" for name, value in rows))
+    print("rlrun doctor: " + ("all good" if ok else "problems found"), flush=True)
     return 0 if ok else 1
 
 

@@ -24,6 +24,7 @@ from typing import NoReturn
 
 import torch
 
+from rlrun import console
 from rlrun.errors import ConfigError
 from rlrun.policy import Policy, load
 from rlrun.storage import checkpoint as ckpt, rundir
@@ -109,6 +110,7 @@ def export(path: Path, fmt: str = "torchscript", out: Path | None = None, env_id
 
 
 def main(argv: list[str] | None = None) -> None:
+    console.guard()  # `| head -1`, a full or closed stdout: the export is written all the same
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.format == "onnx" and importlib.util.find_spec("onnx") is None:
         fail(2, "--format onnx needs the export extra (pip install -e '.[export]'): onnx is not installed")

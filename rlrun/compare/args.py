@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -62,12 +63,27 @@ def settings(own: dict[str, str]) -> tuple[str, float]:
 
 
 def folder(own: dict[str, str], default_name: str) -> Path:
+    """The comparison's folder: `dir`, else outputs/compare/<name>, a typed `name` by exp_name's rule (one
+    folder); `default_name` (from the arms or the folders compared) made safe."""
+    from rlrun.config.runnames import MAX_CHARS, safe
+    from rlrun.storage.rundir import NAME_MAX
+
     if own.get("dir"):
-        return Path(own["dir"])
-    name = own.get("name") or default_name
-    if not name or "/" in name or name in (".", ".."):
-        raise BadInput(f"name={name}: one folder name (no '/')")
-    return Path("outputs") / "compare" / name
+        path = Path(own["dir"])
+    else:
+        name = own.get("name") or safe(default_name)  # a typed name is used as it is, or refused
+        if not name or safe(name) != name or name in (".", ".."):
+            raise BadInput(
+                f"name={name}: one folder name of letters, digits and . _ = , + - (at most {MAX_CHARS} "
+                "characters); dir=FOLDER chooses any folder"
+            )
+        path = Path("outputs") / "compare" / name
+    long = next((part for part in path.parts if len(os.fsencode(part)) > NAME_MAX), None)
+    if long is not None:
+        raise BadInput(
+            f"dir={path}: its name {long[:24]}... is {len(os.fsencode(long))} bytes; a name may have {NAME_MAX}"
+        )
+    return path
 
 
 def arm_overrides(key: str, value: str) -> list[str]:

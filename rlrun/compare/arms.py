@@ -32,8 +32,8 @@ def read_arm(name: str, folder: Path) -> pd.DataFrame:
         except DamagedJob as e:
             left.append(f"{d}: {e}")
             continue
-        seed = row.get("cfg.seed")
-        if not isinstance(seed, int):
+        seed = row["seed"]  # the composed config's, where it is an integer (load_run)
+        if seed is None:
             left.append(f"{d}: no seed in .hydra/config.yaml")
             continue
         if seed in where:
@@ -43,12 +43,13 @@ def read_arm(name: str, folder: Path) -> pd.DataFrame:
             left.append(f"{d}: {row['status']}")
             continue
         final = row.get(TRAIN)
+        budget = row.get("cfg.total_steps")  # shown in compare.md only: one that is no integer is not shown
         rows.append(
             {
                 "seed": seed,
                 "job": str(d),
-                "env": row.get("cfg.env.id"),
-                "budget": row.get("cfg.total_steps"),
+                "env": str(row.get("cfg.env.id")),  # text, as the report shows it
+                "budget": budget if isinstance(budget, int) and not isinstance(budget, bool) else None,
                 "threshold": row.get("reward_threshold"),
                 "solved_step": row.get("solved_step"),
                 "solved": row.get("solved_step") is not None,

@@ -12,6 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from rlrun import console
 from rlrun.compare.args import EXIT_CONFIG, BadInput, argv_keys, fail, folder, parse, settings
 
 USAGE = """usage: python -m rlrun.compare A='<overrides>' B='<overrides>' [metric=solved|final|auc] [seeds=N]
@@ -30,6 +31,7 @@ Rerunning the same command continues a stopped comparison; docs/compare.md expla
 
 
 def main(argv: list[str] | None = None) -> None:
+    console.guard()  # `--help | head -1`, a full or closed console: no traceback, the comparison goes on
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)

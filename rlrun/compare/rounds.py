@@ -119,8 +119,8 @@ def state(out: Path, overrides: list[str]) -> str:
     recorded = out / ".hydra" / "overrides.yaml"
     try:
         saved = bounded.load_yaml(recorded) if recorded.exists() else None
-    except bounded.FileRefused:
-        saved = None
+    except bounded.FileRefused as e:  # which arm and seeds the round trained is unknown: never reused
+        raise RoundError(f"{e}; remove {out} to train the round again", 2) from None
     if saved is not None and saved != overrides:
         raise RoundError(f"{out} holds a run of other overrides ({saved}); it was left unchanged", 2)
     if (out / run_summary.FILE).exists():

@@ -41,6 +41,7 @@ def threshold_of(task: Any) -> float | None:
 def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, command_line: str) -> Job:
     """Check everything the comparison will run, as `python -m rlrun.train` would (BadInput: nothing is written)."""
     from rlrun.config import preflight
+    from rlrun.config.runnames import check_exp_name
 
     per_round, budget, first = _int(own, "seeds", 1), _int(own, "max_seeds", 1), _int(own, "seed", 0)
     if budget < per_round:
@@ -62,6 +63,7 @@ def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, c
             overrides[arm], shared = whole[: len(overrides[arm])], whole[len(overrides[arm]) :]
             task = preflight.task_config(preflight.compose([*whole, f"seed={first}", f"seeds={per_round}"]))
             preflight.check_job(task, probed)
+            check_exp_name(task.exp_name)  # each round's run refuses a typed one that is no folder name
         except ConfigError as e:
             raise BadInput(f"arm {arm} ({own[arm] or 'the defaults'}): {e}") from None
         tasks[arm] = task
@@ -90,7 +92,10 @@ def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, c
 def run_rounds(job: Job) -> None:
     """Train round after round until a look decides or the budget is spent; then write the files."""
     plan, root = job.plan, job.root
-    write_plan(root, plan)
+    try:
+        write_plan(root, plan)
+    except OSError as e:  # a folder under /proc, a read-only one, a file on the way
+        fail(f"cannot write the comparison into {root}: {e.strerror or e}; choose another dir=", 4)
     runner = Runner(job.command_line)
     runner.install()
     rounds = plan.rounds()
@@ -147,19 +152,23 @@ def finish(
         [arms.curves(t, f"{arm}: {arm_names[arm]}") for arm, t in tables.items()], ignore_index=True
     ) if tables else pd.DataFrame()  # fmt: skip
     left = [x for t in tables.values() for x in t.attrs.get("left_out", [])]
-    written = output.write(
-        root,
-        verdict=line,
-        looks=looks,
-        both=both,
-        metric=metric,
-        arms=arm_names,
-        settings=settings,
-        commands=commands,
-        left_out=left,
-        curves=curves,
-        threshold=threshold,
-    )
+    try:
+        written = output.write(
+            root,
+            verdict=line,
+            looks=looks,
+            both=both,
+            metric=metric,
+            arms=arm_names,
+            settings=settings,
+            commands=commands,
+            left_out=left,
+            curves=curves,
+            threshold=threshold,
+        )
+    except OSError as e:  # the verdict is still shown; the runs compared are untouched
+        print(line)
+        fail(f"cannot write the comparison's report into {root}: {e.strerror or e}; choose another dir=", 4)
     print(line)
     print(f"rlrun.compare: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
 

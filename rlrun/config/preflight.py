@@ -212,6 +212,10 @@ def plan(argv: list[str]) -> Plan | None:
     Raises ConfigError or RunDirError (exit 2), OSError (exit 4)."""
 
     args = get_args_parser().parse_args(argv)
+    if sum(map(bool, (args.run, args.multirun, args.cfg, args.info is not None, args.shell_completion))) > 1:
+        raise CompositionError(  # Hydra's own check is a ValueError traceback
+            "only one of -m/--multirun, -r/--run, -c/--cfg, -i/--info and --shell-completion can be given"
+        )
     if args.help or args.hydra_help or args.cfg or args.info or args.shell_completion:
         return None
     if args.experimental_rerun:  # Hydra would unpickle the file it names: code read from disk

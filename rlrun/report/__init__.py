@@ -34,6 +34,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlrun import console
+
 if TYPE_CHECKING:
     from rlrun.report.aggregate import (
         BOOTSTRAP_REPS,
@@ -133,6 +135,7 @@ __all__ = [
 
 
 def main(argv: list[str] | None = None) -> None:
+    console.guard()  # `| head -1`, a full or closed stdout: the report is written all the same
     p = argparse.ArgumentParser(
         prog="python -m rlrun.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from hydra.errors import OverrideParseException
 
 from rlrun.config.runnames import swept_in
 from rlrun.report.aggregate import (
@@ -56,10 +57,12 @@ def shared_settings(runs: pd.DataFrame) -> list[str]:
     sweeps = runs[runs["sweep"] != ""].groupby("sweep")["sweep_dir"].first() if "sweep" in runs else {}
     for sweep, sweep_dir in sorted(dict(sweeps).items()):
         try:
-            task = [str(o) for o in bounded.load_yaml(Path(sweep_dir) / "multirun.yaml")["hydra"]["overrides"]["task"]]
-        except (bounded.FileRefused, KeyError, TypeError):
+            task = bounded.load_yaml(Path(sweep_dir) / "multirun.yaml")["hydra"]["overrides"]["task"]
+            if not isinstance(task, list) or not all(isinstance(o, str) for o in task):
+                continue
+            swept = swept_in(task)
+        except (bounded.FileRefused, KeyError, TypeError, OverrideParseException):  # a crafted command line
             continue
-        swept = swept_in(task)
         constant = [o for o in task if o.lstrip("+~").partition("=")[0] not in swept]
         if constant:
             lines += [f"Every job of the sweep `{sweep}` has " + " ".join(f"`{o}`" for o in constant) + ".", ""]

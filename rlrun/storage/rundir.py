@@ -61,9 +61,9 @@ def resume_command(path: Path) -> str:
 NAME_MAX = 255  # bytes in one name of a path, on Linux's file systems (ext4, xfs, btrfs, tmpfs)
 
 
-def check_new(path: Path) -> None:
+def check_new(path: Path, key: str = "hydra.run.dir") -> None:
     """Refuse a directory that already holds anything (a run above all: it names the resume command), or whose
-    path has a name longer than a file system allows (a long `exp_name`)."""
+    path has a name longer than a file system allows (a long `exp_name`); `key` is the setting that chose it."""
     path = Path(path)
     long = next((name for name in path.parts if len(os.fsencode(name)) > NAME_MAX), None)
     if long is not None:
@@ -74,16 +74,15 @@ def check_new(path: Path) -> None:
     if not path.exists():
         return
     if not path.is_dir():
-        raise RunDirError(f"{path} is a file, not a run directory; choose another hydra.run.dir")
+        raise RunDirError(f"{path} is a file, not a run directory; choose another {key}")
     if holds_run(path):
         raise RunDirError(
             f"{path} already holds a run; a new run never reuses it. Continue that run with "
-            f"{resume_command(path)}, or choose a new hydra.run.dir"
+            f"{resume_command(path)}, or choose a new {key}"
         )
     if any(p.name != LOCK_NAME for p in path.iterdir()):
         raise RunDirError(
-            f"{path} is not empty, and a run never writes over files it did not make; "
-            "choose a new or empty hydra.run.dir"
+            f"{path} is not empty, and a run never writes over files it did not make; choose a new or empty {key}"
         )
 
 

@@ -77,7 +77,7 @@ def check_sweep_dir(sweep_dir: Path, launcher: DictConfig) -> None:
     """A sweep's directory must be new or empty (rundir.check_new), but for the resume switch: then it is
     its own batched sweep's, marked by `.batched/`, which must be a directory, not a link to another's."""
     if not resumes_sweep(launcher):
-        rundir.check_new(sweep_dir)
+        rundir.check_new(sweep_dir, "hydra.sweep.dir")
     elif (sweep_dir / ".batched").is_symlink():  # another sweep's groups: never resumed or written through it
         rundir.check_unlinked([sweep_dir / ".batched"], sweep_dir)
     elif sweep_dir.exists() and any(sweep_dir.iterdir()) and not (sweep_dir / ".batched").is_dir():

@@ -137,7 +137,7 @@ def load_runs(roots: list[Path]) -> pd.DataFrame:
             rows.append(row)
     labelled(rows)
     for r in rows:
-        r["env"] = r.get("cfg.env.id", "")
+        r["env"] = str(r.get("cfg.env.id", ""))  # text, as its label shows it (a crafted id may be a number)
     table = pd.DataFrame(rows).drop(columns=["overrides", "choices", "explored"]) if rows else pd.DataFrame()
     table.attrs["damaged"] = damaged
     return table

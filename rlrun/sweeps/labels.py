@@ -58,12 +58,17 @@ def _network_label(row: dict[str, Any]) -> str | None:
     if "cfg.network.encoder" not in row:
         return None
     get = row.get
+
+    def number(key: str) -> float:  # a value that is no number (a crafted config) is no feature
+        value = get(key)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
     features = [
         ("dueling", bool(get("cfg.network.dueling"))),
         ("noisy", bool(get("cfg.network.noisy"))),
-        ("c51", (get("cfg.network.num_atoms") or 1) > 1),
-        ("qrdqn", (get("cfg.network.num_quantiles") or 0) > 0 and not get("cfg.network.tau_embedding_dim")),
-        ("iqn", (get("cfg.network.tau_embedding_dim") or 0) > 0),
+        ("c51", number("cfg.network.num_atoms") > 1),
+        ("qrdqn", number("cfg.network.num_quantiles") > 0 and not number("cfg.network.tau_embedding_dim")),
+        ("iqn", number("cfg.network.tau_embedding_dim") > 0),
     ]
     return "+".join([str(row["cfg.network.encoder"]), *(name for name, on in features if on)])
 

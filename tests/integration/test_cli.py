@@ -294,6 +294,27 @@ def test_info_stands_anywhere(tmp_path, argv):
     assert "Defaults List" in proc.stdout
 
 
+@pytest.mark.parametrize(
+    "argv", [["-m", "seed=0,1", "--cfg", "job"], ["seed=0,1", "--info", "-m"], ["-c", "job", "-r"]]
+)
+def test_flags_hydra_allows_one_of_are_refused_in_one_line(tmp_path, argv):
+    """Hydra raises a ValueError for them after rlrun hands it the command: one line, exit 2 instead."""
+    proc = in_process("rlrun.train", *argv, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "rlrun: Invalid config: only one of -m/--multirun, -r/--run, -c/--cfg, -i/--info and --shell-completion "
+        "can be given"
+    ]
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_a_sweep_into_a_folder_that_holds_files_names_hydra_sweep_dir(tmp_path):
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "notes.txt").write_text("mine")
+    proc = in_process("rlrun.train", "-m", "seed=0,1", f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
+    assert proc.returncode == 2 and "choose a new or empty hydra.sweep.dir" in proc.stderr, proc.stderr
+
+
 def test_help_after_and_between_overrides(tmp_path):
     proc = run_train("network=dueling", "--help", "total_steps=96", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

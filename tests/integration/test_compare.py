@@ -27,12 +27,72 @@ COMMAND = [sys.executable, "-m", "rlrun.compare"]
         (["A=", "B=", "lr=0.1,0.2"], "is a sweep"),
         (["A=", "B=", "hydra.run.dir=x"], "not in a comparison"),
         (["A=network=dueling"], "B= is missing"),
+        (["A=", "B=", "name=" + "x" * 300], "name=xxx"),  # was an OSError traceback (File name too long)
+        (["A=", "B=", "name=my run"], "name=my run: one folder name of letters"),
+        (["A=", "B=", "dir=" + "y" * 300], "a name may have 255"),
+        (["A=", "B=exp_name=../x"], "Invalid config value exp_name='../x'"),  # was refused by round 1's run
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, message):
     proc = in_process("rlrun.compare.cli", *args, cwd=tmp_path, rc=2)
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not any(tmp_path.iterdir())  # not even outputs/compare/
+
+
+def test_a_folder_that_cannot_be_made_is_one_line_exit_4(tmp_path):
+    proc = in_process("rlrun.compare.cli", "A=", "B=", "dir=/proc/rlrun_cannot_be_here", cwd=tmp_path, rc=4)
+    assert "cannot write" in proc.stderr and "/proc/rlrun_cannot_be_here" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def fake_runs(folder, returns, total_steps="100"):
+    """Finished runs as the report reads them (a composed config, a summary), one per seed."""
+    for seed, value in enumerate(returns):
+        run = folder / f"seed={seed}"
+        (run / ".hydra").mkdir(parents=True)
+        config = f"seed: {seed}\ntotal_steps: {total_steps}\nenv:\n  id: CartPole-v1\n"
+        (run / ".hydra" / "config.yaml").write_text(config)
+        summary = {"status": "finished", "final_mean_return_100": value, "reward_threshold": 475.0}
+        (run / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def test_folders_compared_into_a_folder_that_cannot_be_made_give_the_verdict_and_one_line(tmp_path):
+    a, b = fake_runs(tmp_path / "a", [10.0, 11.0]), fake_runs(tmp_path / "b", [12.0, 13.0])
+    args = [f"A={a}", f"B={b}", "metric=final", "dir=/proc/rlrun_cannot_be_here"]
+    proc = in_process("rlrun.compare.cli", *args, cwd=tmp_path, rc=4)
+    assert "undecided after 2 paired seeds" in proc.stdout, proc
+    assert "cannot write" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_folders_whose_configs_hold_a_budget_that_is_no_number_are_still_compared(tmp_path):
+    """The budget only shows in compare.md: a crafted `total_steps` is left out of it, not a ValueError."""
+    a, b = fake_runs(tmp_path / "a", [10.0, 11.0], total_steps="abc"), fake_runs(tmp_path / "b", [12.0, 13.0])
+    proc = in_process("rlrun.compare.cli", f"A={a}", f"B={b}", "metric=final", f"dir={tmp_path / 'out'}", rc=0)
+    assert "undecided after 2 paired seeds" in proc.stdout and "Traceback" not in proc.stderr, proc
+    assert "budgets (total_steps): A [], B [100]" in (tmp_path / "out" / "compare.md").read_text()
+
+
+def test_a_run_whose_seed_is_no_integer_is_left_out_not_paired(tmp_path):
+    """`seed: true` in a crafted config is no seed 1 (as the report reads it): that run is left out."""
+    from rlrun.compare.arms import read_arm
+
+    folder = fake_runs(tmp_path / "a", [10.0, 11.0])
+    config = folder / "seed=0" / ".hydra" / "config.yaml"
+    config.write_text(config.read_text().replace("seed: 0", "seed: true"))
+    table = read_arm("A", folder)
+    assert table.index.tolist() == [1] and table.attrs["left_out"] == [
+        f"{folder / 'seed=0'}: no seed in .hydra/config.yaml"
+    ]
+
+
+def test_a_run_whose_env_id_is_no_string_is_compared_as_text(tmp_path):
+    """A crafted `env.id: [1]` is another env (refused in one line), not an unhashable-list traceback."""
+    a, b = fake_runs(tmp_path / "a", [10.0, 11.0]), fake_runs(tmp_path / "b", [12.0, 13.0])
+    config = a / "seed=0" / ".hydra" / "config.yaml"
+    config.write_text(config.read_text().replace("id: CartPole-v1", "id: [1]"))
+    proc = in_process("rlrun.compare.cli", f"A={a}", f"B={b}", "metric=final", f"dir={tmp_path / 'out'}", rc=2)
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
 
 
 def compare(*args, cwd, **kwargs):

@@ -298,3 +298,20 @@ def test_the_resume_switch_never_marks_a_linked_run_failed(finished_run, tmp_pat
     proc = cli("rlrun.train", *args, "hydra.launcher.resume=true", rc=0)
     assert "link" in proc.stderr
     assert digest(elsewhere) == before and files_of(elsewhere) == names
+
+
+# a reader gone before the command writes (`| head -1` may not be yet), and a full disk
+@pytest.mark.parametrize("redirect", ["| { exec 0<&-; sleep 0; }", "> /dev/full"], ids=["reader gone", "full"])
+@pytest.mark.parametrize("command", ["compare --help", "doctor", "report {run} --out {tmp}/report", "export {run}"])
+def test_every_command_ends_quietly_on_a_broken_or_full_console(finished_run, tmp_path, command, redirect):
+    """rlrun.compare, doctor, report and export take the console guard as train, resume and evaluate do: the
+    reader that leaves first (`| head -1` before anything is written) or a full disk is no traceback."""
+    import shlex
+    import subprocess
+    import sys
+
+    run = copy_run(finished_run, tmp_path / "run")
+    args = command.format(run=shlex.quote(str(run)), tmp=shlex.quote(str(tmp_path)))
+    shell = f"{shlex.quote(sys.executable)} -m rlrun.{args} {redirect}"
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", shell], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]

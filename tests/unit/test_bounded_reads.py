@@ -288,3 +288,51 @@ def test_a_comparison_refuses_a_crafted_round_in_one_line(tmp_path):
     write(tmp_path / "plan.json", "100000-deep JSON")
     with pytest.raises(RoundError, match="is nested deeper than 100 levels"):
         saved_plan(tmp_path)
+
+
+@pytest.mark.parametrize("task", [["optimizer.lr=0.001", "x=["], "not a list", [["a"], {"b": 1}]])
+def test_the_report_reads_past_a_crafted_multirun_yaml(tmp_path, task):
+    """Its command line is read for the settings every job shares: one Hydra's grammar refuses (or that is no
+    list of overrides) adds no line, instead of an OverrideParseException traceback."""
+    for seed in range(2):
+        make_run(tmp_path, 0.001, seed, 100.0 + seed, 50.0, None)
+    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"overrides": {"task": task}}}))
+    text = write_report(tmp_path, reps=50)
+    assert "2 jobs (2 finished)" in text and "Every job of the sweep" not in text
+
+
+@pytest.mark.parametrize("network", [{"encoder": "mlp", "num_atoms": "x"}, {"encoder": "mlp", "num_quantiles": [1]},
+                                     {"encoder": "mlp", "tau_embedding_dim": "8"}])  # fmt: skip
+def test_the_report_labels_a_job_whose_network_values_are_not_numbers(tmp_path, network):
+    """The network label is read from the composed config: a crafted value there is no head feature, not a
+    TypeError traceback."""
+    for seed in range(2):
+        make_run(tmp_path, 0.001, seed, 100.0 + seed, 50.0, None)
+    config = tmp_path / "optimizer.lr=0.001" / "seed=1" / ".hydra" / "config.yaml"
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "network": network}))
+    text = write_report(tmp_path, reps=50)
+    assert "2 jobs (2 finished)" in text
+
+
+def test_a_comparison_reuses_no_round_whose_overrides_it_cannot_read(tmp_path):
+    """The round's overrides.yaml says which arm and seeds it trained: one refused by the bounded reader
+    (here a FIFO) is a refusal, not a round taken as this arm's (its finished summary was reused before)."""
+    from rlrun.compare.rounds import RoundError, state
+
+    (tmp_path / "round" / ".hydra").mkdir(parents=True)
+    write(tmp_path / "round" / ".hydra" / "overrides.yaml", "FIFO")
+    summary.write(tmp_path / "round", {"status": "finished"})
+    with pytest.raises(RoundError, match="overrides.yaml is a FIFO") as refused:
+        state(tmp_path / "round", ["total_steps=1000", "seed=0", "seeds=2"])
+    assert refused.value.code == 2
+
+
+@pytest.mark.parametrize("env_id", [5, [1]])
+def test_the_report_groups_a_job_whose_env_id_is_no_string(tmp_path, env_id):
+    """A crafted `env.id` (a number, a list) is shown as text, not a TypeError while the report sorts envs."""
+    for seed in range(2):
+        make_run(tmp_path, 0.001, seed, 100.0 + seed, 50.0, None)
+    config = tmp_path / "optimizer.lr=0.001" / "seed=1" / ".hydra" / "config.yaml"
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "env": {"id": env_id}}))
+    text = write_report(tmp_path, reps=50)
+    assert "2 jobs (2 finished)" in text and str(env_id) in text
