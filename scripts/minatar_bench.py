@@ -56,6 +56,9 @@ SETTINGS = {
     "pqn_1m": ["+experiment=pqn_minatar", "exploration.duration=100000"],
     # the DQN preset with one update per four frames (Dopamine's and Revisiting Rainbow's MinAtar period)
     "preset_tf4": ["env=minatar", "algo.train_freq=4"],
+    # Rainbow (+experiment=rainbow: C51, PER, noisy dueling head, Double, 3-step, an update per 4 frames) on
+    # the MinAtar preset's network, replay, target period and Adam epsilon
+    "rainbow": ["env=minatar", "+experiment=rainbow"],
 }
 
 
