@@ -111,6 +111,13 @@ def main() -> None:
         hydra_main()
 
 
+def command() -> None:
+    """The `rlrun-train` console script: `main`, then the process ends without tearing down its modules."""
+    from rlrun.process_exit import run_then_exit
+
+    run_then_exit(main)
+
+
 @contextmanager
 def _mode_known(mode: RunMode | None) -> Iterator[None]:
     """Hydra composes the whole config once only to read `hydra.mode` (`Hydra.get_mode`), then again to run

@@ -168,5 +168,12 @@ def main(argv: list[str] | None = None) -> None:
     resume(Path(argv[0]), argv[1:])
 
 
+def command() -> None:
+    """The `rlrun-resume` console script: `main`, then the process ends without tearing down its modules."""
+    from rlrun.process_exit import run_then_exit
+
+    run_then_exit(main)
+
+
 if __name__ == "__main__":
-    main()
+    command()

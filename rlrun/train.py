@@ -12,8 +12,9 @@ if __name__ == "__main__":  # `python -m rlrun.train`: a signal during the impor
 
     signals.stop_on_signal()
     from rlrun.cli import main
+    from rlrun.process_exit import run_then_exit
 
-    main()
+    run_then_exit(main)
 else:
     from rlrun.errors import NonFiniteError
     from rlrun.run import train

@@ -13,7 +13,8 @@ greedy evaluations are off (CleanRL has none). `--base` adds the rlrun of anothe
 before/after figures. The trees' modules are compiled to bytecode first, as an installed package's are (with
 PYTHONDONTWRITEBYTECODE set, every process would compile rlrun's ~100 modules again). Contestants
 alternate (the order reversed every other round), every process pinned to one core (`taskset -c <cpu>`),
-and the figures are medians.
+and the figures are medians of wall time and of CPU time (user + system: on a core that other work shares,
+a process's wall time grows with that work and its CPU time hardly does).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, next to this script
 
-from benchlib.common import ROOT, alternate, each, report, run_processes  # noqa: E402
+from benchlib.common import ROOT, Run, alternate, each, report, run_processes  # noqa: E402
 from benchlib.runs import PEER_SETTINGS, rlrun_peer_overrides  # noqa: E402
 
 CLEANRL = Path(__file__).resolve().parent / "benchlib" / "cleanrl_dqn.py"
@@ -41,12 +42,12 @@ def rlrun_overrides(steps: int) -> list[str]:
     return [o.replace("algo.loss=huber", "algo.loss=mse") for o in kept] + ["log.progress_bar=false"]  # CleanRL's
 
 
-def rlrun_run(root: Path, steps: int, pin: list[str], also: tuple[str, ...] = ()) -> float:
+def rlrun_run(root: Path, steps: int, pin: list[str], also: tuple[str, ...] = ()) -> Run:
     """One run of the rlrun in `root` (this checkout, or `--base`'s tree first on the path)."""
     with tempfile.TemporaryDirectory() as out:
         cmd = [*pin, sys.executable, "-m", "rlrun.train", *rlrun_overrides(steps), *also, f"hydra.run.dir={out}/run"]
         env = {"PYTHONPATH": str(root)} if root != ROOT else None
-        return run_processes([cmd], cwd=root, env=env).wall
+        return run_processes([cmd], cwd=root, env=env)
 
 
 def compiled(root: Path) -> None:
@@ -55,10 +56,10 @@ def compiled(root: Path) -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=True)
 
 
-def cleanrl_run(steps: int, pin: list[str]) -> float:
+def cleanrl_run(steps: int, pin: list[str]) -> Run:
     with tempfile.TemporaryDirectory() as out:
         cmd = [*pin, sys.executable, str(CLEANRL), "--total-timesteps", str(steps), "--runs-dir", out]
-        return run_processes([cmd]).wall
+        return run_processes([cmd])
 
 
 def main() -> None:
@@ -83,14 +84,18 @@ def main() -> None:
         if args.also:
             also = tuple(args.also)
             contestants[f"rlrun {' '.join(also)}"] = lambda s=steps, a=also: rlrun_run(ROOT, s, pin, a)
-        times = alternate(contestants, args.reps)
-        ref = statistics.median(times["cleanrl"])
-        for name, values in times.items():
-            median = statistics.median(values)
-            rows.append([f"{steps:,}", name, f"{median:.2f}", f"{median - ref:+.2f}", each(values, ".2f")])
+        runs = alternate(contestants, args.reps)
+        ref_wall = statistics.median(r.wall for r in runs["cleanrl"])
+        ref_cpu = statistics.median(r.cpu for r in runs["cleanrl"])
+        for name, done in runs.items():
+            wall, cpu = statistics.median(r.wall for r in done), statistics.median(r.cpu for r in done)
+            rows.append(
+                [f"{steps:,}", name, f"{wall:.2f}", f"{wall - ref_wall:+.2f}", f"{cpu:.2f}", f"{cpu - ref_cpu:+.2f}"]
+                + [each([r.wall for r in done], ".2f")]
+            )
     report(
         "startup: whole-process seconds, rlrun vs CleanRL's dqn.py (CartPole-v1, CleanRL's settings)",
-        ["env steps", "contestant", "median s", "minus CleanRL's median", "each run, s"],
+        ["env steps", "contestant", "median wall s", "minus CleanRL's", "median CPU s", "minus CleanRL's", "walls, s"],
         rows,
         [
             f"rlrun: python -m rlrun.train {' '.join(rlrun_overrides(args.steps[0]))} hydra.run.dir=<tmp>",

@@ -32,6 +32,7 @@ class Run:
     wall: float  # seconds until the last process exited, start-up included
     rss_mib: float  # the largest peak resident memory among the processes
     summary: dict = field(default_factory=dict)  # the run's summary.json, where there is one
+    cpu: float = 0.0  # CPU seconds (user + system) of the processes: on a shared core, wall time is not theirs
 
 
 def run_processes(cmds: Sequence[Sequence[str]], cwd: Path | None = None, env: dict[str, str] | None = None) -> Run:
@@ -41,11 +42,12 @@ def run_processes(cmds: Sequence[Sequence[str]], cwd: Path | None = None, env: d
     errs = [tempfile.TemporaryFile() for _ in cmds]  # noqa: SIM115
     start = time.perf_counter()
     procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=e, cwd=cwd, env=env) for c, e in zip(cmds, errs)]
-    rss = 0.0
+    rss = cpu = 0.0
     for p in procs:
         _, status, usage = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
         rss = max(rss, usage.ru_maxrss / 1024)
+        cpu += usage.ru_utime + usage.ru_stime
     wall = time.perf_counter() - start
     try:
         for cmd, p, e in zip(cmds, procs, errs):
@@ -58,7 +60,7 @@ def run_processes(cmds: Sequence[Sequence[str]], cwd: Path | None = None, env: d
     finally:
         for e in errs:
             e.close()
-    return Run(wall, rss)
+    return Run(wall, rss, cpu=cpu)
 
 
 def merged(defaults: Sequence[str], overrides: Sequence[str]) -> list[str]:

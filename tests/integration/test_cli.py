@@ -252,14 +252,17 @@ atexit.register(lambda: print("composed", modes, file=sys.stderr))
 """
 
 
-@pytest.mark.parametrize("sweep", [False, True])
-def test_a_command_composes_its_config_once_to_check_it_and_once_to_run_it(tmp_path, sweep):
+@pytest.mark.parametrize(
+    "sweep, floats", [(False, []), (False, ["algo.tau=1.0", "algo.lr_end_factor=1.0"]), (True, [])]
+)
+def test_a_command_composes_its_config_once_to_check_it_and_once_to_run_it(tmp_path, sweep, floats):
     """Hydra's app composes the whole config once just to read `hydra.mode` before composing it again to run
     it (~0.2 s of every command); the preflight has read it. A sweep: its base config and each job's checked by
-    the preflight, then the base composed by Hydra's app (whose launcher composes each job its own way)."""
+    the preflight, then the base composed by Hydra's app (whose launcher composes each job its own way).
+    Values such as `algo.tau=1.0` (a float literal that could be meant for an integer key) add no composition."""
     (tmp_path / "count_composes.py").write_text(COUNT_COMPOSES)
     where = ["-m", f"hydra.sweep.dir={tmp_path / 'sweep'}", "seed=0,1"] if sweep else [f"hydra.run.dir={tmp_path}/run"]
-    proc = run_module("rlrun.train", *where, "total_steps=32", cwd=tmp_path, first="count_composes")
+    proc = run_module("rlrun.train", *where, "total_steps=32", *floats, cwd=tmp_path, first="count_composes")
     assert proc.returncode == 0, proc.stderr
     composed = proc.stderr.strip().splitlines()[-1]
     run = "RunMode.RUN"

@@ -1,0 +1,46 @@
+"""A command's process ends with the interpreter's own exit steps but without freeing its modules
+(`rlrun.process_exit`): threads joined, atexit handlers run, buffered output flushed, the exit code kept."""
+
+import subprocess
+import sys
+
+import pytest
+
+from rlrun.process_exit import exit_code
+
+PROGRAM = """
+import atexit, sys, threading, time
+from pathlib import Path
+from rlrun.process_exit import run_then_exit
+
+out = Path(sys.argv[1])
+
+def main():
+    atexit.register(lambda: (out / "atexit").write_text("ran"))
+    def late():
+        time.sleep(0.3)
+        (out / "thread").write_text("joined")
+    threading.Thread(target=late).start()  # not a daemon: the interpreter waits for it
+    sys.stdout.write("buffered, no newline")
+    {end}
+
+run_then_exit(main)
+"""
+
+
+@pytest.mark.parametrize(
+    "end, code, stderr",
+    [("pass", 0, ""), ("sys.exit(3)", 3, ""), ("sys.exit('refused')", 1, "refused\n"), ("sys.exit(None)", 0, "")],
+)
+def test_the_process_ends_as_the_interpreter_would_end_it(tmp_path, end, code, stderr):
+    program = PROGRAM.format(end=end)
+    proc = subprocess.run([sys.executable, "-c", program, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stdout == "buffered, no newline"  # a pipe's buffer flushed
+    assert proc.stderr == stderr
+    assert (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "thread").read_text() == "joined"
+
+
+def test_exit_codes_read_as_the_interpreter_reads_them():
+    assert [exit_code(c) for c in (None, 0, 2, 75, 256 + 4)] == [0, 0, 2, 75, 4]
