@@ -6,7 +6,9 @@ module and object one by one. With torch loaded that last part takes 0.6-2 s of 
 run's whole process (docs/devices-and-benchmarks.md, "Start-up against CleanRL"), and nothing a command
 writes depends on it: its files are closed before its `main` returns. So the commands that train end with
 the steps that matter and `os._exit`, as tools such as Mercurial do. Only the `__main__` paths and console
-scripts call this: a `main()` called from Python (a test, a notebook) returns as usual.
+scripts call this: a `main()` called from Python (a test, a notebook) returns as usual, and a process run
+under a profiler or tracer (`python -m cProfile -m rlrun.train`, coverage) exits the usual way, so that the
+tool writes what it measured after `main` returns.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from typing import NoReturn
 
 def run_then_exit(main: Callable[[], object]) -> NoReturn:
     """Run `main`, then end the process with its exit code (SystemExit's, as the interpreter reads it)."""
+    if watched():  # the profiler writes its figures once main returns: the usual exit
+        main()
+        sys.exit(0)
     try:
         main()
         code = 0
@@ -36,6 +41,11 @@ def run_then_exit(main: Callable[[], object]) -> NoReturn:
             if stream is not None:
                 stream.flush()
     os._exit(code)
+
+
+def watched() -> bool:
+    """Whether a profiler or tracer (cProfile, trace, coverage) watches this process."""
+    return sys.getprofile() is not None or sys.gettrace() is not None
 
 
 def exit_code(code: object) -> int:

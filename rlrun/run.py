@@ -7,6 +7,7 @@ logging is not configured, to stdout (`rlrun.logs.runlog`), and its composed con
 
 from __future__ import annotations
 
+import copy
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ import torch
 
 from rlrun.config.schemas import register_configs
 from rlrun.config.validate import validate
+from rlrun.envs.vector import checkpointed_vectorization
 from rlrun.logs.runlog import logging_to
 from rlrun.storage import rundir
 from rlrun.training import build
@@ -72,6 +74,11 @@ def train_group(cfg: DictConfig, group_dir: Path, resume: dict | None = None) ->
 
 
 def _train(cfg: DictConfig, out_dir: Path, resume: dict | None, record: bool) -> dict[str, Any]:
+    if resume is not None:  # the envs made as the checkpoint's were, whatever `auto` picks today
+        vectorization = checkpointed_vectorization(cfg.env.vectorization, resume.get("envs"))
+        if vectorization != cfg.env.vectorization:
+            cfg = copy.deepcopy(cfg)
+            cfg.env.vectorization = vectorization
     parts, settings = build.build(cfg), build.loop_settings(cfg)
     resume_step = None if resume is None else resume["step"]
     population = build.population(cfg, out_dir, parts.reward_threshold, resume_step)

@@ -11,6 +11,7 @@ to Hydra as an explicit override, so both mean the same directory.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import sys
@@ -86,8 +87,7 @@ _composed: dict[tuple[tuple[str, ...], ConfigSource], DictConfig] = {}
 
 
 def _hydra_compose(overrides: list[str], source: ConfigSource) -> DictConfig:
-    """Hydra's composition, once per command line and source in a process (a composition costs 0.1-0.3 s,
-    and the command line is read more than once before the run starts); each caller gets its own copy."""
+    """Hydra's composition, once per command line and source in a process (0.1-0.3 s each); a copy each."""
     key = (tuple(overrides), source)
     if key not in _composed:
         register_configs()
@@ -100,14 +100,10 @@ def _hydra_compose(overrides: list[str], source: ConfigSource) -> DictConfig:
 
 def integral_overrides(overrides: list[str], source: ConfigSource) -> list[str]:
     """`overrides` with integral float literals of integer keys as integers, the keys' types read from the
-    config the other overrides compose (their group choices included); unchanged if those do not compose.
-    A command line that composes as it is needs nothing (an integer key refuses a float: `total_steps=1e5`
-    does not compose), which spares a second composition of most commands (`algo.tau=1.0`)."""
-    try:
+    config the other overrides compose (their group choices included); unchanged if those do not compose."""
+    with contextlib.suppress(Exception):  # as given, most compose (`algo.tau=1.0`); `total_steps=1e5` does not
         _hydra_compose(overrides, source)
         return overrides
-    except Exception:  # an integer key given a float literal, or an error reported by compose()
-        pass
     try:
         defaults = _hydra_compose([o for o in overrides if not may_be_integral(o)], source)
     except Exception:  # the error is reported when the whole command line is composed
@@ -227,7 +223,6 @@ def replay_line(task: DictConfig, space: Any, on_host: bool) -> str | None:
 def plan(argv: list[str]) -> Plan | None:
     """Check the command line; claim its run directory. None: not a run (help, --cfg, ...), Hydra does it.
     Raises ConfigError or RunDirError (exit 2), OSError (exit 4)."""
-
     args = get_args_parser().parse_args(argv)
     if sum(map(bool, (args.run, args.multirun, args.cfg, args.info is not None, args.shell_completion))) > 1:
         raise CompositionError(  # Hydra's own check is a ValueError traceback
@@ -298,7 +293,6 @@ def _pinned(argv: list[str], key: str, path: Path) -> list[str]:
 
 
 def _is_sweep(override: str) -> bool:
-
     try:
         return OverridesParser.create().parse_override(override).is_sweep_override()
     except Exception:

@@ -44,3 +44,15 @@ def test_the_process_ends_as_the_interpreter_would_end_it(tmp_path, end, code, s
 
 def test_exit_codes_read_as_the_interpreter_reads_them():
     assert [exit_code(c) for c in (None, 0, 2, 75, 256 + 4)] == [0, 0, 2, 75, 4]
+
+
+def test_a_profiled_command_exits_the_usual_way_so_the_profile_is_written(tmp_path):
+    program = tmp_path / "command.py"
+    program.write_text("from rlrun.process_exit import run_then_exit\nrun_then_exit(lambda: print('ran'))\n")
+    profile = tmp_path / "profile.out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(profile), str(program)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "ran\n"
+    assert profile.stat().st_size > 0

@@ -214,3 +214,20 @@ def test_resume_of_a_missing_directory_is_refused_without_creating_it(tmp_path):
     err = in_process("rlrun.train", *ARGS, f"resume={missing}", f"hydra.run.dir={tmp_path / 'unused'}", rc=2).stderr
     assert "resume" in err and "an existing run directory" in err
     assert not missing.exists()
+
+
+def test_a_checkpoint_of_the_numpy_cartpole_env_resumes_though_auto_now_picks_sync(compose, tmp_path, monkeypatch):
+    """`env.vectorization=auto` took the numpy CartPole env for any number of sub-envs before it took the
+    sync vector env below 4 (the faster one there): such a checkpoint's env state fits only the numpy env,
+    and its run resumes with it."""
+    import rlrun.envs.vector as vector
+
+    two_envs = [a for a in ARGS if not a.startswith("env.num_envs")] + ["env.num_envs=2"]
+    run = tmp_path / "run"
+    monkeypatch.setattr(vector, "NUMPY_CARTPOLE_FROM", 1)
+    rt = __import__("rlrun.train", fromlist=["train"])
+    rt.train(compose(*two_envs, "log.progress_bar=false", "total_steps=1000"), run)
+    monkeypatch.undo()
+    assert vector.NUMPY_CARTPOLE_FROM == 4
+    in_process("rlrun.train", *two_envs, f"resume={run}", "total_steps=1600", rc=0)
+    assert json.loads((run / "summary.json").read_text())["env_steps"] == 1600
