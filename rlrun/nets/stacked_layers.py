@@ -90,8 +90,9 @@ class StackedNoisyLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:
             return torch.baddbmm(self.bias_mu, x, self.weight_mu)
-        weight = self.weight_mu + self.weight_sigma * (self.eps_in.unsqueeze(2) * self.eps_out.unsqueeze(1))
-        return torch.baddbmm(self.bias_mu + self.bias_sigma * self.eps_out.unsqueeze(1), x, weight)
+        eps_out = self.eps_out.unsqueeze(1)  # as NoisyLinear.forward: no weight-sized temporaries
+        mean = torch.baddbmm(self.bias_mu + self.bias_sigma * eps_out, x, self.weight_mu)
+        return torch.addcmul(mean, torch.bmm(x * self.eps_in.unsqueeze(1), self.weight_sigma), eps_out)
 
     @torch.no_grad()
     def reset_agent_noise(self, k: int, generator: torch.Generator | None) -> None:

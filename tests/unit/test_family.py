@@ -101,6 +101,19 @@ def test_noisy_linear_initialisation_follows_the_paper():
     torch.testing.assert_close(layer.bias_sigma, torch.full((8,), 0.5 * bound))
 
 
+def test_a_noisy_layer_in_training_applies_the_factorised_noisy_weight():
+    """w = mu_w + sigma_w * outer(f(eps_out), f(eps_in)), b = mu_b + sigma_b * f(eps_out), written out."""
+    torch.manual_seed(0)
+    layer = NoisyLinear(6, 3, sigma0=0.5)
+    with torch.no_grad():  # sigma as large as mu, so a dropped noise term shows
+        layer.weight_sigma.uniform_(-1, 1)
+        layer.bias_sigma.uniform_(-1, 1)
+    x = torch.randn(4, 6)
+    weight = layer.weight_mu + layer.weight_sigma * torch.outer(layer.eps_out, layer.eps_in)
+    expected = x @ weight.T + layer.bias_mu + layer.bias_sigma * layer.eps_out
+    torch.testing.assert_close(layer(x), expected)
+
+
 def test_noise_is_resampled_and_eval_uses_mean_weights():
     torch.manual_seed(0)
     net = QNetwork(4, 2, hidden_sizes=[32], noisy=True)
