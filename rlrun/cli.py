@@ -35,7 +35,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 import rlrun
 from rlrun import console
 from rlrun.config import preflight, schemas as config
-from rlrun.config.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSource
+from rlrun.config.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSource, composed_once
 from rlrun.config.argv import normalized_argv
 from rlrun.config.schemas import register_configs
 from rlrun.errors import ConfigError
@@ -77,25 +77,26 @@ def main() -> None:
     if "--version" in sys.argv[1:]:  # rlrun's, with Hydra's (Hydra's own flag would print only its version)
         print(f"rlrun {rlrun.__version__} (Hydra {hydra.__version__})")
         return
-    args = sys.argv[1:] = normalized_argv(sys.argv[1:])  # total_steps=1e5: an integer
-    if "--help" in args or "-h" in args:
+    with composed_once():  # the checks read the command line more than once: composed once
+        args = sys.argv[1:] = normalized_argv(sys.argv[1:])  # total_steps=1e5: an integer
+        if "--help" in args or "-h" in args:
+            try:
+                print_help(args)
+            except ConfigError as e:
+                fail(EXIT_CONFIG, str(e))
+            except BrokenPipeError:  # `--help | head`: the reader has what it wanted
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            return
         try:
-            print_help(args)
-        except ConfigError as e:
+            plan = preflight.plan(args)
+        except (ConfigError, rundir.RunDirError) as e:
             fail(EXIT_CONFIG, str(e))
-        except BrokenPipeError:  # `--help | head`: the reader has what it wanted
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        return
-    try:
-        plan = preflight.plan(args)
-    except (ConfigError, rundir.RunDirError) as e:
-        fail(EXIT_CONFIG, str(e))
-    except OSError as e:
-        fail(
-            EXIT_OS,
-            f"cannot create the run directory ({e}); choose another with hydra.run.dir=... "
-            "(or hydra.sweep.dir=... for -m)",
-        )
+        except OSError as e:
+            fail(
+                EXIT_OS,
+                f"cannot create the run directory ({e}); choose another with hydra.run.dir=... "
+                "(or hydra.sweep.dir=... for -m)",
+            )
     if plan is not None and plan.resume is not None:
         # the run's machinery (torch, envs) only once a job runs, not for errors and --help
         from rlrun.resume import resume

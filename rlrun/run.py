@@ -73,13 +73,23 @@ def train_group(cfg: DictConfig, group_dir: Path, resume: dict | None = None) ->
         return _train(cfg, group_dir, resume, record=False)
 
 
+def _as_checkpointed(cfg: DictConfig, resume: dict | None) -> DictConfig:
+    """The config the parts are built from: the envs made as the checkpoint's were, whatever `auto` picks
+    today (the run's config, its agents' and its checkpoints' keep `auto`)."""
+    vectorization = (
+        cfg.env.vectorization
+        if resume is None
+        else checkpointed_vectorization(cfg.env.vectorization, resume.get("envs"))
+    )
+    if vectorization == cfg.env.vectorization:
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    cfg.env.vectorization = vectorization
+    return cfg
+
+
 def _train(cfg: DictConfig, out_dir: Path, resume: dict | None, record: bool) -> dict[str, Any]:
-    if resume is not None:  # the envs made as the checkpoint's were, whatever `auto` picks today
-        vectorization = checkpointed_vectorization(cfg.env.vectorization, resume.get("envs"))
-        if vectorization != cfg.env.vectorization:
-            cfg = copy.deepcopy(cfg)
-            cfg.env.vectorization = vectorization
-    parts, settings = build.build(cfg), build.loop_settings(cfg)
+    parts, settings = build.build(_as_checkpointed(cfg, resume)), build.loop_settings(cfg)
     resume_step = None if resume is None else resume["step"]
     population = build.population(cfg, out_dir, parts.reward_threshold, resume_step)
     population.watch(settings.total_steps, resume_step or 0, settings.progress_interval)

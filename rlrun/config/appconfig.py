@@ -9,8 +9,9 @@ job Hydra will run, whichever flags chose its config.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,3 +69,27 @@ def initialized(source: ConfigSource) -> Iterator[None]:
         yield
     finally:
         restore_gh_from_backup(backup)
+
+
+_composed: dict[Any, Any] | None = None  # one command's compositions, within `composed_once`
+
+
+@contextlib.contextmanager
+def composed_once() -> Iterator[None]:
+    """Within (one command's checks: its config files do not change meanwhile), each command line is
+    composed once however often it is read (a composition costs 0.1-0.3 s); outside, every time."""
+    global _composed
+    _composed = {}
+    try:
+        yield
+    finally:
+        _composed = None
+
+
+def memoized(key: Any, compose: Callable[[], Any]) -> Any:
+    """`compose()`, or within `composed_once` a copy of its first result for `key`."""
+    if _composed is None:
+        return compose()
+    if key not in _composed:
+        _composed[key] = compose()
+    return copy.deepcopy(_composed[key])

@@ -12,7 +12,6 @@ to Hydra as an explicit override, so both mean the same directory.
 from __future__ import annotations
 
 import contextlib
-import copy
 import re
 import sys
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from rlrun.config.appconfig import RLRUN_CONFIG, ConfigSource, initialized
+from rlrun.config.appconfig import RLRUN_CONFIG, ConfigSource, initialized, memoized
 from rlrun.config.overrides import integral, may_be_integral, nearest_key, unknown_option
 from rlrun.config.replay_memory import check_replay, stored_obs_itemsize
 from rlrun.config.runnames import check_exp_name
@@ -83,19 +82,13 @@ def compose(overrides: list[str], source: ConfigSource = RLRUN_CONFIG) -> DictCo
         raise (unknown_option(e) or CompositionError(_explained(e, overrides, source))) from None
 
 
-_composed: dict[tuple[tuple[str, ...], ConfigSource], DictConfig] = {}
-
-
 def _hydra_compose(overrides: list[str], source: ConfigSource) -> DictConfig:
-    """Hydra's composition, once per command line and source in a process (0.1-0.3 s each); a copy each."""
-    key = (tuple(overrides), source)
-    if key not in _composed:
+    def composed() -> DictConfig:
         register_configs()
         with initialized(source):
-            _composed[key] = hydra_compose(
-                config_name=source.config_name, overrides=overrides, return_hydra_config=True
-            )
-    return copy.deepcopy(_composed[key])
+            return hydra_compose(config_name=source.config_name, overrides=overrides, return_hydra_config=True)
+
+    return memoized((tuple(overrides), source), composed)
 
 
 def integral_overrides(overrides: list[str], source: ConfigSource) -> list[str]:

@@ -49,8 +49,9 @@ def checkpointed_vectorization(vectorization: str, env_state: object) -> str:
     NUMPY_CARTPOLE_FROM: its state only fits that env."""
     if vectorization != "auto" or not isinstance(env_state, dict) or not isinstance(env_state.get("vector"), list):
         return vectorization
-    numpy_cartpole = any(isinstance(w, dict) and "generators" in w for w in env_state["vector"])
-    return "vector" if numpy_cartpole else vectorization
+    streams = [w["generators"] for w in env_state["vector"] if isinstance(w, dict) and "generators" in w]
+    numpy_cartpole = bool(streams) and isinstance(streams[0], list)
+    return "vector" if numpy_cartpole and len(streams[0]) < NUMPY_CARTPOLE_FROM else vectorization
 
 
 def make_vector_env(
