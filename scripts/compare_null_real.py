@@ -10,12 +10,12 @@ one repetition) and runs each through the comparison's own looks (`rlrun.compare
 `--per-round` seeds up to `--budget`, the rule of each metric at its level).
 
     python scripts/compare_null_real.py --pool /work/compare_runs/null_pool --agents 1600
-    python scripts/compare_null_real.py --pool DIR --agents 1600 --resampled 400   # read the pool only
+    python scripts/compare_null_real.py --pool DIR --agents 1600 --resampled 400   # a finished pool: read only
 
 Two kinds of repetitions: disjoint ones (every agent in at most one: independent, so the exact
 Clopper-Pearson interval of the decided share holds) and, with `--resampled R`, R repetitions drawn from the
-whole pool (agents shared between repetitions, so theirs is a rougher interval). A Markdown table under the
-date, the hardware and the command goes to stdout; progress to stderr.
+whole pool (agents shared between repetitions: their share comes without an exact interval). A Markdown
+table under the date, the hardware and the command goes to stdout; progress to stderr.
 """
 
 from __future__ import annotations
@@ -103,8 +103,11 @@ def repetitions(seeds: np.ndarray, budget: int, disjoint: bool, count: int, rng:
         yield chunk[:budget], chunk[budget:]
 
 
-def share(decided: list[int]) -> str:
+def share(decided: list[int], independent: bool) -> str:
+    """The decided share; with its exact 95% interval where the repetitions are independent."""
     k, n = sum(d > 0 for d in decided), len(decided)
+    if not independent:
+        return f"{k}/{n} = {k / n:.3f} (repetitions share agents: no exact interval)"
     low, high = stats.rate_interval(k, n)
     return f"{k}/{n} = {k / n:.3f} ({low:.3f}-{high:.3f})"
 
@@ -139,7 +142,7 @@ def main() -> None:
             rng = np.random.default_rng(args.seed)
             decided = [decided_at(pool, a, b, plan) for a, b in repetitions(usable, args.budget, disjoint, count, rng)]
             at = [d for d in decided if d > 0]
-            rows.append([metric, kind, share(decided), ", ".join(str(d) for d in sorted(at)) or "-"])
+            rows.append([metric, kind, share(decided, disjoint), ", ".join(str(d) for d in sorted(at)) or "-"])
             print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     solved = int(pool["solved"].sum())
     print(f"{datetime.now(timezone.utc):%Y-%m-%d}, {hardware()}: python {shlex.join(sys.argv)}")
