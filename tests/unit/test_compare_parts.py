@@ -140,6 +140,9 @@ def test_a_look_at_final_returns_uses_its_level():
     line = decide.verdict(loose, "final", None, 0, None)
     assert line.startswith("B better than A: final return (mean of the last 100 training episodes) 305.0 (B)")
     assert "difference B - A +55.0 [" in line and "paired sign-flip p = 0.125 (level 0.5)" in line
+    # an early look's strict level: its interval's coverage is shown, not rounded to 100%
+    early = decide.verdict(decide.look(both, "final", 0.05, 8.86e-05, 1, []), "final", None, 1, 40)
+    assert "(99.99% paired bootstrap)" in early, early
 
 
 def test_a_round_another_process_trains_is_left_alone(tmp_path):
