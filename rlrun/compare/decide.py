@@ -99,7 +99,7 @@ def verdict(last: Look, metric: str, threshold: float | None, rounds: int, budge
         low, high = last.interval
         what = (
             f"{WHAT[metric]} {last.b:.1f} (B) against {last.a:.1f} (A), difference B - A {last.b - last.a:+.1f} "
-            f"[{low:+.1f}, {high:+.1f}] ({100 * last.interval_level:.3g}% paired bootstrap)"
+            f"[{low:+.1f}, {high:+.1f}] ({percent(last.interval_level)}% paired bootstrap)"
         )
         if np.isfinite(last.improvement[0]):
             what += f", P(B > A) = {last.improvement[0]:.2f}"
@@ -108,6 +108,16 @@ def verdict(last: Look, metric: str, threshold: float | None, rounds: int, budge
         evidence += f" (level {last.level:.3g}{' at this look' if last.round and metric != 'solved' else ''})"
     where = f"{last.seeds} paired seeds" + (f", {rounds} round{'s' if rounds != 1 else ''}" if rounds else "")
     return f"{head}: {what}; {evidence}; {where}"
+
+
+def percent(level: float) -> str:
+    """A coverage as a percentage with the digits that keep it below 100 (an early look's 1 - 8.86e-05 is
+    99.99%, not 100%)."""
+    for digits in range(3, 8):
+        text = f"{100 * level:.{digits}g}"
+        if float(text) < 100 or level >= 1:
+            return text
+    return text
 
 
 def test_name(metric: str, last: Look) -> str:

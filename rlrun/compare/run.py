@@ -4,6 +4,7 @@ after each, and the files written at the end."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,11 @@ def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, c
             check_exp_name(task.exp_name)  # each round's run refuses a typed one that is no folder name
         except ConfigError as e:
             raise BadInput(f"arm {arm} ({own[arm] or 'the defaults'}): {e}") from None
+        if task.get("pbt") is not None:  # from the overrides, or an experiment file that sets it
+            raise BadInput(
+                f"arm {arm} ({own[arm] or 'the defaults'}): population-based training (+pbt) copies weights "
+                "between a run's agents, so its seeds are no independent pairs; compare settings without +pbt"
+            )
         tasks[arm] = task
     common = shared
     env_a, env_b = str(tasks["A"].env.id), str(tasks["B"].env.id)
@@ -89,6 +95,30 @@ def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, c
     return Job(plan, root, threshold, command_line)
 
 
+def looks_of(
+    plan: Plan, scores_after: Callable[[int, int], dict[str, pd.DataFrame]]
+) -> Iterator[tuple[decide.Look, pd.DataFrame, dict[str, pd.DataFrame]]]:
+    """The comparison's looks, one after each round of `plan`, until one decides or the budget is spent:
+    `scores_after(first, n)` makes the round of seeds first..first+n-1 available (trains it) and returns each
+    arm's per-seed scores (`rlrun.compare.arms.read_arm`). Yields each look, the paired scores it tested and
+    the arms' tables of the seeds so far. `scripts/compare_null_real.py` runs the same looks on a pool of runs."""
+    rounds = plan.rounds()
+    looks_at = [sum(n for _, n in rounds[: i + 1]) for i in range(len(rounds))]
+    levels = sequential.look_levels(looks_at, plan.max_seeds, plan.alpha)
+    looks: list[decide.Look] = []
+    for i, (first, n) in enumerate(rounds):
+        seeds_so_far = range(plan.first_seed, first + n)  # this look sees its rounds only, on a rerun too
+        tables = {arm: t[t.index.isin(seeds_so_far)] for arm, t in scores_after(first, n).items()}
+        if plan.metric == "auc":
+            tables = {arm: t if "auc" in t else arms.with_auc(t, arms.curves(t, arm)) for arm, t in tables.items()}
+        both, _ = arms.paired(tables["A"], tables["B"], plan.metric)
+        level = plan.alpha if plan.metric == "solved" else levels[i]  # solved: the e-process needs no plan
+        looks.append(decide.look(both, plan.metric, plan.alpha, level, i + 1, [lk.e_value for lk in looks]))
+        yield looks[-1], both, tables
+        if looks[-1].decided:
+            return
+
+
 def run_rounds(job: Job) -> None:
     """Train round after round until a look decides or the budget is spent; then write the files."""
     plan, root = job.plan, job.root
@@ -98,29 +128,24 @@ def run_rounds(job: Job) -> None:
         fail(f"cannot write the comparison into {root}: {e.strerror or e}; choose another dir=", 4)
     runner = Runner(job.command_line)
     runner.install()
-    rounds = plan.rounds()
-    looks_at = [sum(n for _, n in rounds[: i + 1]) for i in range(len(rounds))]
-    levels = sequential.look_levels(looks_at, plan.max_seeds, plan.alpha)
-    looks: list[decide.Look] = []
-    both = pd.DataFrame()
-    tables: dict[str, pd.DataFrame] = {}
-    for i, (first, n) in enumerate(rounds):
+
+    def train_round(first: int, n: int) -> dict[str, pd.DataFrame]:
         try:
             for arm in ARMS:
                 run_round(runner, root, plan, arm, first, n)
         except RoundError as e:
             fail(str(e), e.code)
-        seeds_so_far = range(plan.first_seed, first + n)  # this look sees its rounds only, on a rerun too
-        tables = {arm: (t := arms.read_arm(arm, root / arm))[t.index.isin(seeds_so_far)] for arm in ARMS}
-        if plan.metric == "auc":
-            tables = {arm: arms.with_auc(t, arms.curves(t, arm)) for arm, t in tables.items()}
-        both, _ = arms.paired(tables["A"], tables["B"], plan.metric)
-        level = plan.alpha if plan.metric == "solved" else levels[i]  # solved: the e-process needs no plan
-        looks.append(decide.look(both, plan.metric, plan.alpha, level, i + 1, [lk.e_value for lk in looks]))
-        print(f"rlrun.compare: round {i + 1}: {decide.verdict(looks[-1], plan.metric, job.threshold, i + 1, None)}",
+        return {arm: arms.read_arm(arm, root / arm) for arm in ARMS}
+
+    looks: list[decide.Look] = []
+    both = pd.DataFrame()
+    tables: dict[str, pd.DataFrame] = {}
+    for lk, seen, seen_tables in looks_of(plan, train_round):
+        looks.append(lk)
+        both, tables = seen, seen_tables  # the last look's, for the files
+        print(f"rlrun.compare: round {lk.round}: {decide.verdict(lk, plan.metric, job.threshold, lk.round, None)}",
               file=sys.stderr, flush=True)  # fmt: skip
-        if looks[-1].decided:
-            break
+    rounds = plan.rounds()
     commands = [job.command_line, "", "# each round, as the comparison ran it:"] + [
         output.shell(["python", *plan.train_command(root, arm, first, n)])
         for first, n in rounds[: len(looks)]

@@ -31,6 +31,8 @@ COMMAND = [sys.executable, "-m", "rlrun.compare"]
         (["A=", "B=", "name=my run"], "name=my run: one folder name of letters"),
         (["A=", "B=", "dir=" + "y" * 300], "a name may have 255"),
         (["A=", "B=exp_name=../x"], "Invalid config value exp_name='../x'"),  # was refused by round 1's run
+        (["A=", "B=+pbt=truncation"], "arm B (+pbt=truncation): population-based training"),
+        (["A=", "B=", "+pbt=truncation"], "arm A (the defaults): population-based training"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, message):

@@ -140,6 +140,9 @@ def test_a_look_at_final_returns_uses_its_level():
     line = decide.verdict(loose, "final", None, 0, None)
     assert line.startswith("B better than A: final return (mean of the last 100 training episodes) 305.0 (B)")
     assert "difference B - A +55.0 [" in line and "paired sign-flip p = 0.125 (level 0.5)" in line
+    # an early look's strict level: its interval's coverage is shown, not rounded to 100%
+    early = decide.verdict(decide.look(both, "final", 0.05, 8.86e-05, 1, []), "final", None, 1, 40)
+    assert "(99.99% paired bootstrap)" in early, early
 
 
 def test_a_round_another_process_trains_is_left_alone(tmp_path):
@@ -206,3 +209,27 @@ def test_the_arms_compose_with_presets_and_experiments_before_anything_is_writte
         prepare({**own, "A": "env=acrobot", "B": "env=cartpole"}, [], "final", 0.05, "")
     with pytest.raises(BadInput, match="metric=solved needs a reward threshold, and Pendulum-v1 has none"):
         prepare({**own, "A": "", "B": ""}, ["env=pendulum", "env.reward_threshold=null"], "solved", 0.05, "")
+
+
+def test_looks_of_stops_at_the_first_look_that_decides_and_asks_for_no_more_rounds():
+    import numpy as np
+    import pandas as pd
+
+    from rlrun.compare.run import looks_of
+
+    seeds = pd.RangeIndex(7000, 7040)
+    a = pd.DataFrame({"final": np.linspace(100, 400, 40), "solved": False}, index=seeds)
+    b = a.assign(final=a["final"] + 50)  # B ahead on every seed
+    asked = []
+
+    def scores_after(first, n):
+        asked.append((first, n))
+        return {"A": a, "B": b}
+
+    looks = [lk for lk, _, _ in looks_of(plan(metric="final", seeds=10, max_seeds=40), scores_after)]
+    # 10 seeds all one way: exact p = 2 / 2^10, above the first look's level (0.00009); 20 seeds decide (0.0055)
+    assert [lk.seeds for lk in looks] == [10, 20] and looks[-1].decided and looks[-1].better == "B"
+    assert looks[0].p == pytest.approx(2 / 1024) and not looks[0].decided
+    assert asked == [(7000, 10), (7010, 10)]
+    same = [lk for lk, _, _ in looks_of(plan(metric="final", seeds=10, max_seeds=40), lambda f, n: {"A": a, "B": a})]
+    assert [lk.seeds for lk in same] == [10, 20, 30, 40] and not any(lk.decided for lk in same)
