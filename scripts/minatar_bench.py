@@ -86,6 +86,7 @@ def learn(args) -> None:
         if (run_dir / "checkpoint.pt").exists():
             cmd = [sys.executable, "-m", "rlrun.resume", str(run_dir)]
         else:
+            set_aside_unfinished(run_dir)
             overrides = [
                 *setting_overrides(args.setting),
                 f"env.id=MinAtar/{game}-v0",
@@ -97,6 +98,18 @@ def learn(args) -> None:
             cmd = train_cmd(overrides, str(run_dir))
         print("running: " + " ".join(cmd), file=sys.stderr, flush=True)
         subprocess.run(cmd, check=True)
+
+
+def set_aside_unfinished(run_dir: Path) -> None:
+    """A run that stopped before its first checkpoint cannot resume and a new run never reuses its folder:
+    rename it (nothing is deleted) so the game starts anew under the same name."""
+    if not run_dir.exists():
+        return
+    n = 1
+    while (aside := run_dir.with_name(f"{run_dir.name}.stopped-{n}")).exists():
+        n += 1
+    run_dir.rename(aside)
+    print(f"{run_dir}: stopped before its first checkpoint; set aside as {aside.name}, starting anew", file=sys.stderr)
 
 
 def value_at(steps: list[int], means: list[float], step: int, reach: float = 0.99) -> float | None:

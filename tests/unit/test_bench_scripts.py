@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
@@ -125,3 +126,25 @@ def test_preset_seeds_puts_a_single_chunk_in_its_chunk_folder(tmp_path, monkeypa
     assert outs[1:] == ["iqn/seeds7000-7009", "iqn/seeds7010-7019", "iqn/seeds7020-7024"]
     preset_seeds.run_preset("iqn", 7000, 25, tmp_path, None)
     assert outs[4:] == ["iqn"]
+
+
+def test_minatar_learn_sets_aside_a_run_that_stopped_before_its_first_checkpoint(tmp_path, monkeypatch):
+    import minatar_bench
+
+    stopped = tmp_path / "rainbow__Seaquest__seeds3"
+    (stopped / "seed=0").mkdir(parents=True)
+    (stopped / "train.log").write_text("stopped at 30k frames\n")
+    resumable = tmp_path / "rainbow__Breakout__seeds3"
+    resumable.mkdir()
+    (resumable / "checkpoint.pt").write_bytes(b"")
+    commands = []
+    monkeypatch.setattr(minatar_bench.subprocess, "run", lambda cmd, check: commands.append(cmd))
+    args = SimpleNamespace(
+        root=str(tmp_path), games=["Seaquest", "Breakout"], setting="rainbow", seeds=3, first_seed=0, frames=1000
+    )
+    minatar_bench.learn(args)
+    aside = tmp_path / "rainbow__Seaquest__seeds3.stopped-1"
+    assert (aside / "train.log").read_text() == "stopped at 30k frames\n"
+    assert not stopped.exists()
+    assert "rlrun.train" in commands[0] and f"hydra.run.dir={stopped}" in commands[0]
+    assert commands[1][-2:] == ["rlrun.resume", str(resumable)]
