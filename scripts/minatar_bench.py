@@ -135,6 +135,8 @@ def agent_runs(root: Path) -> list[tuple[str, str, int, Path]]:
     found = []
     for episodes in sorted(root.glob("*__*__seeds*/**/episodes.csv")):
         run = next(p for p in episodes.parents if p.parent == root)
+        if not re.fullmatch(r".+__.+__seeds\d+", run.name):  # a run set aside by `learn` (.stopped-N)
+            continue
         label, game, _ = run.name.split("__")
         seed_dir = episodes.parent.name
         if seed_dir.startswith("seed="):  # an agent of a batched run

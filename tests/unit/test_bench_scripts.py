@@ -71,6 +71,9 @@ def test_minatar_scores_are_normalised_by_the_paper_dqns_5m_value_per_game(tmp_p
     agent("x", "Breakout", 1, [5.0] * 200, 5000)
     agent("x", "SpaceInvaders", 0, [43.0] * 40, 24000)  # its last game ends at 960,000: within 5% of 1M
     agent("x", "SpaceInvaders", 1, [86.0] * 30, 24000)  # ends at 720,000: no value at 1M
+    (tmp_path / "x__Breakout__seeds2").rename(tmp_path / "x__Breakout__seeds2.stopped-1")  # set aside by `learn`
+    agent("x", "Breakout", 0, [10.0] * 100 + [20.0] * 100, 5000)  # 1M frames: the last 100 returns are 20
+    agent("x", "Breakout", 1, [5.0] * 200, 5000)
     scores = minatar_bench.normalised_scores(tmp_path, 1_000_000)
     assert scores["x"]["Breakout"] == [20.0 / 10.0, 5.0 / 10.0]  # the paper DQN's 5M Breakout value: 10
     assert scores["x"]["SpaceInvaders"] == [43.0 / 43.0, None]
