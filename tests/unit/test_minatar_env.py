@@ -256,3 +256,26 @@ def test_a_saved_game_state_continues_the_same_game_and_refuses_foreign_keys():
     saved["vector"][0]["own"]["game"]["__class__"] = 1
     with pytest.raises(CheckpointError, match="state attribute"):
         restore_env_state(other, saved)
+
+
+class AlwaysNoop(torch.nn.Module):
+    """A greedy policy that keeps Seaquest's sub at the surface, where nothing ever ends the game."""
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        q = torch.zeros(obs.shape[0], 6)
+        q[:, 0] = 1.0  # action 0: no-op
+        return q
+
+
+@pytest.mark.timeout(60)  # without the preset's cap this evaluation never returned
+def test_a_greedy_evaluation_of_a_game_that_never_ends_stops_at_the_presets_cap(compose):
+    from rlrun.training.build import make_eval_envs
+    from rlrun.training.evaluation import evaluate
+
+    cfg = compose("env=minatar", "env.id=MinAtar/Seaquest-v0")
+    assert cfg.env.max_episode_steps == 27_000  # Dopamine's max_steps_per_episode
+    envs = make_eval_envs(cfg, 1)
+    try:
+        assert evaluate(AlwaysNoop(), envs, [0], torch.device("cpu")).tolist() == [[0.0]]
+    finally:
+        envs.close()
