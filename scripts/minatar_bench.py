@@ -86,6 +86,9 @@ def learn(args) -> None:
         if (run_dir / "summary.json").exists():
             print(f"{run_dir}: finished, kept", file=sys.stderr)
             continue
+        if in_use(run_dir):  # another `learn` (on the other core) is training this game
+            print(f"{run_dir}: in use by another process, skipped", file=sys.stderr)
+            continue
         if (run_dir / "checkpoint.pt").exists():
             cmd = [sys.executable, "-m", "rlrun.resume", str(run_dir)]
         else:
@@ -101,6 +104,23 @@ def learn(args) -> None:
             cmd = train_cmd(overrides, str(run_dir))
         print("running: " + " ".join(cmd), file=sys.stderr, flush=True)
         subprocess.run(cmd, check=True)
+
+
+def in_use(run_dir: Path) -> bool:
+    """Whether a live rlrun process owns the run directory (holds its lock)."""
+    from filelock import FileLock, Timeout
+
+    from rlrun.storage.rundir import LOCK_NAME
+
+    if not run_dir.is_dir():
+        return False
+    lock = FileLock(str(run_dir / LOCK_NAME), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        return True
+    lock.release()
+    return False
 
 
 def set_aside_unfinished(run_dir: Path) -> None:

@@ -151,3 +151,21 @@ def test_minatar_learn_sets_aside_a_run_that_stopped_before_its_first_checkpoint
     assert not stopped.exists()
     assert "rlrun.train" in commands[0] and f"hydra.run.dir={stopped}" in commands[0]
     assert commands[1][-2:] == ["rlrun.resume", str(resumable)]
+
+
+def test_minatar_learn_skips_a_game_another_process_is_training(tmp_path, monkeypatch):
+    import minatar_bench
+    from filelock import FileLock
+
+    from rlrun.storage.rundir import LOCK_NAME
+
+    live = tmp_path / "mdqn__Seaquest__seeds3"
+    live.mkdir()
+    commands = []
+    monkeypatch.setattr(minatar_bench.subprocess, "run", lambda cmd, check: commands.append(cmd))
+    args = SimpleNamespace(root=str(tmp_path), games=["Seaquest"], setting="mdqn", seeds=3, first_seed=0, frames=1000)
+    with FileLock(str(live / LOCK_NAME), timeout=0):  # as the training process holds it
+        minatar_bench.learn(args)
+    assert commands == [] and live.is_dir() and not list(tmp_path.glob("*.stopped-*"))
+    minatar_bench.learn(args)  # once it is free: set aside (no checkpoint) and started anew
+    assert len(commands) == 1 and (tmp_path / "mdqn__Seaquest__seeds3.stopped-1").is_dir()
