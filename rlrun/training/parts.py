@@ -86,7 +86,8 @@ class LoopSettings:
                 f"{self.num_envs} env steps: the run ends at {self.last_step:,}"
             )
         durations = self.epsilon_duration if isinstance(self.epsilon_duration, list) else [self.epsilon_duration]
-        if max(durations) > self.total_steps:
+        constant = np.array_equal(np.ravel(self.epsilon_start), np.ravel(self.epsilon_end))  # noisy nets: 0 -> 0
+        if max(durations) > self.total_steps and not constant:
             final = ", ".join(f"{e:.3g}" for e in np.ravel(self.epsilon(self.total_steps)))
             warnings.append(
                 f"rlrun: warning: exploration.duration={max(durations):,} is longer than the run "

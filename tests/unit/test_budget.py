@@ -36,6 +36,13 @@ def test_schedules_longer_than_the_run_warn(compose):
     assert loop_settings(compose("total_steps=20000")).budget_notes(NO_PER) == ([], [])
 
 
+def test_noisy_nets_have_no_epsilon_schedule_to_warn_about(compose):
+    """Noisy nets explore through their weights: epsilon is 0 after random play, whatever exploration.* say."""
+    settings = loop_settings(compose("total_steps=20000", "exploration.duration=1000000", "network.noisy=true"))
+    assert settings.epsilon(settings.learning_starts) == 0.0
+    assert settings.budget_notes(NO_PER) == ([], [])
+
+
 def test_help_on_exploration_start_says_what_the_code_does(compose):
     settings = loop_settings(
         compose(
