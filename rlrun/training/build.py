@@ -36,7 +36,7 @@ from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer, StackedPrioritiz
 from rlrun.replay.frames import FrameStore
 from rlrun.replay.rollout import Rollout
 from rlrun.training import optimizer as optimizers
-from rlrun.training.device import keep_freed_memory, resolve_device, set_threads
+from rlrun.training.device import flush_denormals, keep_freed_memory, resolve_device, set_threads
 from rlrun.training.parts import LoopSettings, Parts
 from rlrun.training.population import Population, run_overrides, write_agent_hydra_dir
 
@@ -153,6 +153,7 @@ def build(cfg: DictConfig) -> Parts:
     spec = env_spec(cfg.env.id)
     device = resolve_device(cfg.device.type, pixels=cfg.network.encoder != "mlp")
     set_threads(cfg.device.threads)
+    flush_denormals()
     keep_freed_memory()
     seed_everything(cfg.seed)
     seeds = agent_seeds(cfg)

@@ -185,3 +185,16 @@ def test_device_compile_optimizer_builds_a_compiled_step_with_a_tensor_lr(compos
     assert parts.learner._optimizer_step is not None
     assert [round(float(g["lr"]), 6) for g in groups] == [1e-3, 2e-3]
     assert all(isinstance(g["lr"], torch.Tensor) for g in groups)
+
+
+def test_a_built_run_flushes_subnormal_floats_to_zero(compose):
+    """Adam's moments decay into the subnormal range, where x86 cores compute through slow microcode."""
+    subnormal = torch.tensor([1e-39])
+    torch.set_flush_denormal(False)
+    try:
+        assert (subnormal * 1.0).item() != 0.0
+        parts = build(compose("total_steps=1000", "eval.interval=0"))
+        parts.envs.close()
+        assert (subnormal * 1.0).item() == 0.0
+    finally:
+        torch.set_flush_denormal(False)
