@@ -45,7 +45,7 @@ def set_threads(threads: int | None) -> None:
 
 
 def flush_denormals() -> None:
-    """Flush subnormal floats (below 1.2e-38) to zero on the CPU, as TensorFlow's and XLA's CPU kernels do.
+    """Flush subnormal floats (below 1.2e-38) to zero on the CPU, as TensorFlow's CPU kernels do.
 
     Adam's moments of weights whose gradients stay near zero (dead units, rarely seen inputs) decay into
     the subnormal range, and x86 cores compute on subnormals through slow microcode: a 3-agent Rainbow run
