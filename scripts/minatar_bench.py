@@ -77,12 +77,17 @@ def label_of(setting: str) -> str:
 # --- learning runs -------------------------------------------------------------------------------------------
 
 
+def seeds_label(first: int, count: int) -> str:
+    """The folder's seed part: `seeds3` for seeds 0-2, `seeds3from10` for 10-12 (another set, another folder)."""
+    return f"seeds{count}" if first == 0 else f"seeds{count}from{first}"
+
+
 def learn(args) -> None:
     root = Path(args.root)
     root.mkdir(parents=True, exist_ok=True)
     games = GAMES if args.games == ["all"] else args.games
     for game in games:
-        run_dir = root / f"{label_of(args.setting)}__{game}__seeds{args.seeds}"
+        run_dir = root / f"{label_of(args.setting)}__{game}__{seeds_label(args.first_seed, args.seeds)}"
         if (run_dir / "summary.json").exists():
             print(f"{run_dir}: finished, kept", file=sys.stderr)
             continue
@@ -158,7 +163,7 @@ def agent_runs(root: Path) -> list[tuple[str, str, int, Path]]:
     found = []
     for episodes in sorted(root.glob("*__*__seeds*/**/episodes.csv")):
         run = next(p for p in episodes.parents if p.parent == root)
-        if not re.fullmatch(r".+__.+__seeds\d+", run.name):  # a run set aside by `learn` (.stopped-N)
+        if not re.fullmatch(r".+__.+__seeds\d+(from\d+)?", run.name):  # a run set aside by `learn` (.stopped-N)
             continue
         label, game, _ = run.name.split("__")
         seed_dir = episodes.parent.name

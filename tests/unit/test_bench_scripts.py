@@ -169,3 +169,24 @@ def test_minatar_learn_skips_a_game_another_process_is_training(tmp_path, monkey
     assert commands == [] and live.is_dir() and not list(tmp_path.glob("*.stopped-*"))
     minatar_bench.learn(args)  # once it is free: set aside (no checkpoint) and started anew
     assert len(commands) == 1 and (tmp_path / "mdqn__Seaquest__seeds3.stopped-1").is_dir()
+
+
+def test_minatar_learn_keeps_another_set_of_seeds_in_its_own_folder(tmp_path, monkeypatch):
+    import minatar_bench
+
+    finished = tmp_path / "preset__Breakout__seeds3"  # seeds 0-2, finished
+    finished.mkdir()
+    (finished / "summary.json").write_text("{}")
+    commands = []
+    monkeypatch.setattr(minatar_bench.subprocess, "run", lambda cmd, check: commands.append(cmd))
+    args = SimpleNamespace(
+        root=str(tmp_path), games=["Breakout"], setting="preset", seeds=3, first_seed=10, frames=1000
+    )
+    minatar_bench.learn(args)  # seeds 10-12 are not the finished run of seeds 0-2
+    assert len(commands) == 1 and "seed=10" in commands[0]
+    assert f"hydra.run.dir={tmp_path / 'preset__Breakout__seeds3from10'}" in commands[0]
+    (tmp_path / "preset__Breakout__seeds3from10" / "seed=11").mkdir(parents=True)
+    (tmp_path / "preset__Breakout__seeds3from10" / "seed=11" / "episodes.csv").write_text("env_step,episode,return\n")
+    assert [(label, game, seed) for label, game, seed, _ in minatar_bench.agent_runs(tmp_path)] == [
+        ("preset", "Breakout", 11)
+    ]
