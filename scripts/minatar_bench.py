@@ -12,6 +12,11 @@
     # and rlrun at the paper's settings, alternated on one pinned core: trained frames per second
     taskset -c 0 python scripts/minatar_bench.py speed --reference MinAtar/examples/dqn.py --frames 100000
 
+    # cost: finished runs (any settings) resumed from their last checkpoint for --frames more, alternated on
+    # one pinned core with the machine otherwise idle: frames/s per agent once learning, minutes per 1M
+    taskset -c 0 python scripts/minatar_bench.py cost --runs runs/minatar/preset_tf4__Breakout__seeds3 \
+        runs/minatar/rainbow__Breakout__seeds3 --frames 20000 --rounds 2
+
 Settings (SETTINGS below): `paper` is +experiment=minatar_paper; `preset` is env=minatar (rlrun's own); `pqn`
 is +experiment=pqn_minatar (made for 10M frames), `pqn_1m` the same scaled to 1M; anything else is taken
 as extra overrides after env=minatar (e.g. --setting "network.num_quantiles=32 algo.loss=quantile_huber").
@@ -20,6 +25,7 @@ as extra overrides after env=minatar (e.g. --setting "network.num_quantiles=32 a
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import statistics
@@ -350,6 +356,52 @@ def speed(args) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
+# --- cost: minutes of a core per agent per 1M frames, once learning -----------------------------------------
+
+RATE = re.compile(r"step ([\d,]+)/[\d,]+ .* ([\d,]+) step/s")
+
+
+def resumed_rates(train_log: str) -> list[float]:
+    """Per-agent frames/s of the log lines after the last resume, less the first (start-up inside it)."""
+    after = train_log.rsplit("rlrun: resuming ", 1)
+    if len(after) < 2:
+        raise SystemExit("no resume in train.log")
+    return [float(m.group(2).replace(",", "")) for m in RATE.finditer(after[1])][1:]
+
+
+def cost(args) -> None:
+    def resumed(run: Path):
+        def go() -> float:
+            with tempfile.TemporaryDirectory(prefix="minatar_cost_") as tmp:
+                copy = Path(tmp) / run.name
+                shutil.copytree(run, copy, ignore=shutil.ignore_patterns("checkpoint.prev.pt", ".rlrun.lock"))
+                done = max(int(m.group(1).replace(",", "")) for m in RATE.finditer((copy / "train.log").read_text()))
+                end = f"total_steps={done + args.frames}"
+                log = f"log.interval={args.frames // 5}"
+                cmd = [sys.executable, "-m", "rlrun.resume", str(copy), end, log, "eval.interval=0"]
+                run_processes([[*cmd, "checkpoint.every=0"]])
+                return statistics.median(resumed_rates((copy / "train.log").read_text()))
+
+        return go
+
+    runs = {Path(r).name: Path(r) for r in args.runs}
+    results = alternate({name: resumed(run) for name, run in runs.items()}, args.rounds)
+    rows = []
+    for name, rounds in results.items():
+        rate, agents = statistics.median(rounds), len(json.loads((runs[name] / "summary.json").read_text())["seeds"])
+        minutes = 1e6 / rate / 60 / agents  # the process steps each agent `rate` times a second
+        rows.append([name, agents, " / ".join(f"{r:.0f}" for r in rounds), f"{minutes:.1f}"])
+    report(
+        "MinAtar: cost of a run once learning, per agent",
+        ["run", "agents", "frames/s per agent, each round's median", "minutes of a core per agent per 1M frames"],
+        rows,
+        notes=[
+            f"each run copied and resumed from its last checkpoint for {args.frames:,} frames (no evaluation or "
+            "checkpoint inside them), its agents batched as they ran; the rate of its log lines but the first",
+        ],
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -375,6 +427,11 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seeds", type=int, default=8, help="also rlrun with this many agents batched (1: not)")
     p.set_defaults(fn=speed)
+    p = sub.add_parser("cost", help="minutes of a core per agent per 1M frames, finished runs resumed")
+    p.add_argument("--runs", nargs="+", required=True, help="run directories with a checkpoint")
+    p.add_argument("--frames", type=int, default=20_000)
+    p.add_argument("--rounds", type=int, default=2)
+    p.set_defaults(fn=cost)
     args = parser.parse_args()
     args.fn(args)
 

@@ -190,3 +190,14 @@ def test_minatar_learn_keeps_another_set_of_seeds_in_its_own_folder(tmp_path, mo
     assert [(label, game, seed) for label, game, seed, _ in minatar_bench.agent_runs(tmp_path)] == [
         ("preset", "Breakout", 11)
     ]
+
+
+def test_minatar_cost_reads_the_rates_logged_after_the_resume_less_its_first_line():
+    import minatar_bench
+
+    line = (
+        "[t][rlrun.training.population][INFO] - rlrun: step {:,}/1,020,000 (99%), 4 episodes, ret100 1.0, {:,} step/s\n"
+    )
+    log = line.format(1_000_000, 250) + "[t][rlrun.run][INFO] - rlrun: resuming /r (3 agents) from env step ...\n"
+    log += "".join(line.format(1_000_000 + 4000 * i, rate) for i, rate in enumerate([90, 260, 1270, 240], 1))
+    assert minatar_bench.resumed_rates(log) == [260.0, 1270.0, 240.0]  # 1,270 has a thousands comma
