@@ -111,8 +111,8 @@ class StackedNoisyLinear(nn.Module):
 
 class StackedConvEncoder(nn.Module):
     """K conv encoders (an `nn.Sequential` of Conv2d, ReLU and a final Flatten, as `QNetwork` builds them)
-    as grouped convolutions: (K, B, C, H, W) -> (K, B, features). Conv weights (K, out, in, kh, kw) and
-    biases (K, out); one `conv2d(groups=K)` per layer over the agents' channels side by side."""
+    as one: (K, B, C, H, W) -> (K, B, features). Conv weights (K, out, in, kh, kw) and biases (K, out); on a
+    GPU one `conv2d(groups=K)` per layer over the agents' channels side by side, on a CPU K plain ones."""
 
     def __init__(self, encoders: Sequence[nn.Sequential]):
         super().__init__()
@@ -140,6 +140,9 @@ class StackedConvEncoder(nn.Module):
                 raise ValueError(f"cannot stack a {type(module).__name__} layer in a conv encoder")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._per_agent(x) if x.device.type == "cpu" else self._grouped(x)
+
+    def _grouped(self, x: torch.Tensor) -> torch.Tensor:
         k, b = x.shape[0], x.shape[1]
         h = x.transpose(0, 1).reshape(b, k * x.shape[2], *x.shape[3:])  # (B, K * C, H, W): agents side by side
         for kind, i in self.steps:
@@ -151,6 +154,21 @@ class StackedConvEncoder(nn.Module):
                 h = F.relu(h, inplace=True)
             else:  # agent k's channels, flattened in the single network's (C, H, W) order
                 h = h.view(b, k, -1).transpose(0, 1).contiguous()
+        return h
+
+    def _per_agent(self, x: torch.Tensor) -> torch.Tensor:
+        """On a CPU, K plain convolutions: oneDNN's grouped one ran 1.1-3.5x slower there (MinAtar's 4-10
+        input channels, batches of 1 and 32; docs/results/minatar.md), and each agent's is its single run's."""
+        h = x
+        for kind, i in self.steps:
+            if kind == "conv":
+                stride, padding = self.conv_args[i]
+                weight, bias = self.weights[i], self.biases[i]
+                h = torch.stack([F.conv2d(h[a], weight[a], bias[a], stride, padding) for a in range(len(h))])
+            elif kind == "relu":
+                h = F.relu(h, inplace=True)
+            else:
+                h = h.flatten(2)
         return h
 
     def agent_state(self, k: int, prefix: str) -> dict[str, torch.Tensor]:
