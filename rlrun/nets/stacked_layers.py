@@ -95,10 +95,18 @@ class StackedNoisyLinear(nn.Module):
         return torch.addcmul(mean, torch.bmm(x * self.eps_in.unsqueeze(1), self.weight_sigma), eps_out)
 
     @torch.no_grad()
-    def reset_agent_noise(self, k: int, generator: torch.Generator | None) -> None:
-        """Agent k's new noise, drawn as its single `NoisyLinear.reset_noise` draws it."""
-        self.eps_in[k] = NoisyLinear.noise(self.eps_in.shape[1], generator, self.eps_in.device)
-        self.eps_out[k] = NoisyLinear.noise(self.eps_out.shape[1], generator, self.eps_out.device)
+    def draw_agent_noise(self, k: int, generator: torch.Generator | None) -> None:
+        """Agent k's standard normal draws, in the order its single `NoisyLinear.reset_noise` draws them;
+        `shape_noise` then applies f to every agent's at once."""
+        torch.randn(self.eps_in.shape[1], generator=generator, out=self.eps_in[k])
+        torch.randn(self.eps_out.shape[1], generator=generator, out=self.eps_out[k])
+
+    @torch.no_grad()
+    def shape_noise(self) -> None:
+        """f(eps) = sign(eps) sqrt(|eps|) in place (`NoisyLinear._f`), over all agents' draws in one go."""
+        for eps in (self.eps_in, self.eps_out):
+            sign = eps.sign()
+            eps.abs_().sqrt_().mul_(sign)
 
     def agent_state(self, k: int, prefix: str) -> dict[str, torch.Tensor]:
         return {

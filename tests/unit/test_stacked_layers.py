@@ -1,8 +1,9 @@
-"""Stacked agents' MinAtar convolutions: each agent's features are its own encoder's."""
+"""Stacked agents' layers on a CPU: each agent computes exactly what its own single network computes."""
 
 import torch
 
-from rlrun.nets.networks import minatar_cnn
+from rlrun.nets.networks import QNetwork, minatar_cnn
+from rlrun.nets.stacked import StackedQNetwork
 from rlrun.nets.stacked_layers import StackedConvEncoder
 
 
@@ -33,3 +34,21 @@ def test_the_grouped_convolution_for_a_gpu_computes_the_same_features():
     stacked = StackedConvEncoder(encoders(channels=4, agents=2))
     x = torch.randint(0, 2, (2, 5, 4, 10, 10)).float()
     assert torch.allclose(stacked._grouped(x), stacked(x), rtol=0, atol=1e-5)
+
+
+def test_each_agents_noise_is_exactly_what_its_single_network_draws():
+    """Rainbow's noisy layers: the stacked reset draws per agent and shapes all agents' draws at once."""
+    kw = dict(hidden_sizes=[128], num_atoms=51, dueling=True, noisy=True, encoder="minatar_cnn", obs_shape=(4, 10, 10))
+    nets = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        nets.append(QNetwork(400, 6, **kw))
+    stacked = StackedQNetwork(nets)
+    stacked.reset_noise([torch.Generator().manual_seed(10 + k) for k in range(3)])
+    layers = [m for m in stacked.modules() if hasattr(m, "eps_in")]
+    for k, net in enumerate(nets):
+        net.reset_noise(torch.Generator().manual_seed(10 + k))
+        singles = [m for m in net.modules() if hasattr(m, "eps_in")]
+        assert len(singles) == len(layers) == 3  # the 128-unit layer, value and advantage
+        for single, layer in zip(singles, layers, strict=True):
+            assert torch.equal(layer.eps_in[k], single.eps_in) and torch.equal(layer.eps_out[k], single.eps_out)
