@@ -6,21 +6,24 @@ torch, 23 us in numpy; a 120-84 MLP without LayerNorm 32 us vs 8 us (16 observat
 43 vs 17 us). So on the CPU, MLP networks (single or stacked, with LayerNorm, plain or dueling
 heads, scalar or QR-DQN quantiles) are evaluated in numpy on views of the network's own parameter memory;
 the views see every in-place change (optimizer steps, target syncs do not touch the online net,
-`load_state_dict` copies in place). Anything else (a GPU, pixel encoders, noisy layers, C51, IQN) goes
-through the torch module.
+`load_state_dict` copies in place, noise is redrawn in place). So are networks on MinAtar's conv encoder,
+with their noisy layers and C51 heads too: Rainbow's, 3 agents, acted in about 0.6 of torch's time.
+Anything else (a GPU, the Nature CNN, IQN, an MLP with noisy layers or C51) goes through the torch module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 import torch
+from numpy.lib.stride_tricks import sliding_window_view
 from torch import nn
 
-from rlrun.nets.networks import QNetwork
+from rlrun.nets.networks import NoisyLinear, QNetwork
 from rlrun.nets.stacked import StackedQNetwork
-from rlrun.nets.stacked_layers import StackedLayerNorm, StackedLinear
+from rlrun.nets.stacked_layers import StackedConvEncoder, StackedLayerNorm, StackedLinear, StackedNoisyLinear
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
@@ -52,8 +55,61 @@ def _view(p: torch.Tensor) -> np.ndarray:
     return p.detach().numpy()
 
 
+def _noisy(mu_t: np.ndarray, sigma_t: np.ndarray, b_mu, b_sigma, eps_in, eps_out, module: nn.Module):
+    """A noisy layer as `NoisyLinear.forward` computes it (its noise while training, mu alone in eval mode)."""
+
+    def apply(x: np.ndarray) -> np.ndarray:
+        if not module.training:
+            return x @ mu_t + b_mu
+        return (x @ mu_t + (b_mu + b_sigma * eps_out)) + ((x * eps_in) @ sigma_t) * eps_out
+
+    return apply
+
+
+def _conv(weight: np.ndarray, bias: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """A 3x3 convolution (stride 1, no padding) + ReLU + flatten over (..., C, H, W), as patches times the
+    weight (out, C, kh, kw), or (K, 1, out, C, kh, kw) for stacked agents; the features in torch's order."""
+    out, kh, kw = weight.shape[-4], weight.shape[-2], weight.shape[-1]
+    w_t = weight.reshape(*weight.shape[:-3], -1).swapaxes(-1, -2)  # (..., C * kh * kw, out): a view
+    b = bias[..., None, :]
+
+    def apply(x: np.ndarray) -> np.ndarray:
+        patches = sliding_window_view(x, (kh, kw), axis=(-2, -1))  # (..., C, H', W', kh, kw)
+        lead, h, w = patches.shape[:-5], patches.shape[-4], patches.shape[-3]
+        cols = np.moveaxis(patches, -5, -3).reshape(*lead, h * w, -1)  # (..., H' W', C kh kw)
+        y = cols @ w_t + b  # (..., H' W', out)
+        np.maximum(y, 0, out=y)
+        return y.swapaxes(-1, -2).reshape(*lead, out * h * w)
+
+    return apply
+
+
+def _minatar_encoder(module: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None:
+    if isinstance(module, StackedConvEncoder):
+        if len(module.conv_args) != 1 or module.conv_args[0] != (1, 0):
+            return None
+        return _conv(_view(module.weights[0])[:, None], _view(module.biases[0])[:, None])
+    if not isinstance(module, nn.Sequential) or [type(m) for m in module] != [nn.Conv2d, nn.ReLU, nn.Flatten]:
+        return None
+    conv = cast(nn.Conv2d, module[0])
+    if conv.stride != (1, 1) or conv.padding != (0, 0) or conv.bias is None or conv.groups != 1:
+        return None
+    return _conv(_view(conv.weight), _view(conv.bias))
+
+
 def _numpy_layer(module: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None:
     """The numpy version of one trunk/head layer, or None if there is none."""
+    if isinstance(module, NoisyLinear):
+        mu_t, sigma_t = _view(module.weight_mu).T, _view(module.weight_sigma).T
+        b_mu, b_sigma = _view(module.bias_mu), _view(module.bias_sigma)
+        return _noisy(mu_t, sigma_t, b_mu, b_sigma, _view(module.eps_in), _view(module.eps_out), module)
+    if isinstance(module, StackedNoisyLinear):  # weights (K, in, out), biases (K, 1, out), noise (K, n)
+        mu, sigma, b_mu, b_sigma = (
+            _view(getattr(module, n)) for n in ("weight_mu", "weight_sigma", "bias_mu", "bias_sigma")
+        )
+        return _noisy(mu, sigma, b_mu, b_sigma, _view(module.eps_in)[:, None], _view(module.eps_out)[:, None], module)
+    if isinstance(module, (nn.Sequential, StackedConvEncoder)):
+        return _minatar_encoder(module)
     if isinstance(module, nn.Linear):
         w_t, b = _view(module.weight).T, _view(module.bias)
         return lambda x: x @ w_t + b
@@ -68,17 +124,23 @@ def _numpy_layer(module: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None
 
 
 def numpy_forward(net: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None:
-    """obs (..., B, obs_dim) -> Q (..., B, A) in numpy, sharing `net`'s parameters; None where the
-    network is not a plain CPU MLP (pixels, noisy layers, C51, IQN, unknown layers, another device)."""
-    if not isinstance(net, (QNetwork, StackedQNetwork)) or net.noisy:
+    """obs (..., B, obs_dim), or (..., B, C, H, W) for MinAtar's encoder, -> Q (..., B, A) in numpy, sharing
+    `net`'s parameters; None where the network is not a CPU MLP or MinAtar network that numpy covers."""
+    if not isinstance(net, (QNetwork, StackedQNetwork)):
         return None
-    if not net.q_head.numpy_acting:  # C51 and IQN heads act through torch
+    minatar = getattr(net, "encoder", "mlp") == "minatar_cnn"
+    categorical = net.num_atoms > 1 and minatar
+    if net.noisy and not minatar:
         return None
-    per_action = net.q_head.numpy_q_values  # (..., A * P) head outputs -> (..., A)
-    if getattr(net, "pixels", False) or any(
+    if not (net.q_head.numpy_acting or categorical):  # IQN's heads (and C51 on an MLP) act through torch
+        return None
+    if (getattr(net, "pixels", False) and not minatar) or any(
         p.device.type != "cpu" or p.dtype != torch.float32 for p in net.parameters()
     ):
         return None
+    if categorical:
+        return _categorical(net)
+    per_action = net.q_head.numpy_q_values  # (..., A * P) head outputs -> (..., A)
     maybe_trunk = [_numpy_layer(m) for m in net.trunk]
     maybe_heads = [_numpy_layer(getattr(net, name)) for name in (("value", "advantage") if net.dueling else ("head",))]
     trunk = [f for f in maybe_trunk if f is not None]
@@ -94,6 +156,29 @@ def numpy_forward(net: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None:
             return per_action(heads[0](h))
         value, adv = per_action(heads[0](h)), per_action(heads[1](h))
         return value + adv - np.add.reduce(adv, axis=-1, keepdims=True) / adv.shape[-1]
+
+    return forward
+
+
+def _categorical(net: QNetwork | StackedQNetwork) -> Callable[[np.ndarray], np.ndarray] | None:
+    """C51 on MinAtar's network: the dueling streams combine as logits, Q is the expectation of the support
+    under their softmax (`CategoricalHead.q_values`)."""
+    layers = [_numpy_layer(m) for m in net.trunk]
+    heads = [_numpy_layer(getattr(net, name)) for name in (("value", "advantage") if net.dueling else ("head",))]
+    if any(f is None for f in [*layers, *heads]):
+        return None
+    trunk, streams = cast(list, layers), cast(list, heads)
+    support, actions, atoms = _view(net.support), net.n_actions, net.num_atoms
+
+    def forward(obs: np.ndarray) -> np.ndarray:
+        h = np.asarray(obs, dtype=np.float32)
+        for layer in trunk:
+            h = layer(h)
+        logits = streams[-1](h).reshape(*h.shape[:-1], actions, atoms)
+        if net.dueling:
+            logits = streams[0](h)[..., None, :] + logits - logits.mean(axis=-2, keepdims=True)
+        p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        return (p @ support) / np.add.reduce(p, axis=-1)
 
     return forward
 
@@ -115,8 +200,10 @@ class GreedyActor:
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         if self._numpy is not None:
-            flat = obs.reshape(*obs.shape[: 1 if self.agents is None else 2], -1)
-            return self._numpy(flat).argmax(axis=-1)
+            lead = 1 if self.agents is None else 2
+            if not getattr(self.net, "pixels", False):
+                obs = obs.reshape(*obs.shape[:lead], -1)
+            return self._numpy(obs).argmax(axis=-1)
         with torch.no_grad():
             return self.net(torch.as_tensor(obs, device=self.device)).argmax(dim=-1).cpu().numpy()
 

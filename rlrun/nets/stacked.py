@@ -64,7 +64,7 @@ class StackedQNetwork(nn.Module):
         self.num_quantiles, self.tau_embedding_dim = first.num_quantiles, first.tau_embedding_dim
         self.iqn_acting_taus, self.outputs_per_action = first.iqn_acting_taus, first.outputs_per_action
         self.quantile, self.embed_at, self.q_head = first.quantile, first.embed_at, first.q_head
-        self.pixels, self.input_divisor = first.pixels, first.input_divisor
+        self.pixels, self.input_divisor, self.encoder = first.pixels, first.input_divisor, first.encoder
         layers: list[nn.Module] = []
         for i, module in enumerate(first.trunk):
             kind = type(module)

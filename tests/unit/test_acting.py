@@ -77,3 +77,38 @@ def test_other_networks_act_through_torch(kwargs):
     obs = np.random.default_rng(2).normal(size=(8, 4)).astype(np.float32)
     with torch.no_grad():
         np.testing.assert_array_equal(actor(obs), net(torch.from_numpy(obs)).argmax(dim=1).numpy())
+
+
+MINATAR_VARIANTS = {
+    "dqn": dict(dueling=True),  # env=minatar's network
+    "rainbow": dict(dueling=True, noisy=True, num_atoms=51, v_min=-10.0, v_max=100.0),
+    "c51-plain": dict(num_atoms=11),
+    "qr": dict(num_quantiles=8),
+}
+
+
+@pytest.mark.parametrize("variant", MINATAR_VARIANTS)
+def test_minatar_networks_act_in_numpy_as_their_torch_module(variant):
+    """MinAtar's conv encoder, noisy layers (their noise while training, mu alone in eval mode) and C51 heads
+    in numpy: single and stacked, the same Q-values as torch."""
+    kw = dict(hidden_sizes=[128], layer_norm=False, encoder="minatar_cnn", obs_shape=(7, 10, 10))
+    nets = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        nets.append(QNetwork(700, 6, **kw, **MINATAR_VARIANTS[variant]))
+    stacked = StackedQNetwork.from_networks(nets)
+    obs = (np.random.default_rng(3).random((3, 5, 7, 10, 10)) < 0.3).astype(np.uint8)
+    for training in (True, False):
+        for k, net in enumerate([*nets, stacked]):
+            net.train(training)
+            if net.noisy:
+                net.reset_noise(None if k < 3 else [torch.Generator().manual_seed(i) for i in range(3)])
+            actor = GreedyActor(net, torch.device("cpu"))
+            assert actor.uses_numpy
+            x = obs if k == 3 else obs[k]
+            with torch.no_grad():
+                expected = net(torch.from_numpy(x)).numpy()
+            np.testing.assert_allclose(numpy_forward(net)(x), expected, rtol=1e-5, atol=1e-5)
+            np.testing.assert_array_equal(actor(x), expected.argmax(axis=-1))
+            if k == 3:
+                np.testing.assert_array_equal(actor.act(x.reshape(15, 7, 10, 10)), expected.argmax(axis=-1).ravel())
