@@ -55,7 +55,15 @@ def _view(p: torch.Tensor) -> np.ndarray:
     return p.detach().numpy()
 
 
-def _noisy(mu_t: np.ndarray, sigma_t: np.ndarray, b_mu, b_sigma, eps_in, eps_out, module: nn.Module):
+def _noisy(
+    mu_t: np.ndarray,
+    sigma_t: np.ndarray,
+    b_mu: np.ndarray,
+    b_sigma: np.ndarray,
+    eps_in: np.ndarray,
+    eps_out: np.ndarray,
+    module: nn.Module,
+) -> Callable[[np.ndarray], np.ndarray]:
     """A noisy layer as `NoisyLinear.forward` computes it (its noise while training, mu alone in eval mode)."""
 
     def apply(x: np.ndarray) -> np.ndarray:

@@ -165,8 +165,8 @@ class StackedConvEncoder(nn.Module):
         return h
 
     def _per_agent(self, x: torch.Tensor) -> torch.Tensor:
-        """On a CPU, K plain convolutions: oneDNN's grouped one ran 1.1-3.5x slower there (MinAtar's 4-10
-        input channels, batches of 1 and 32; docs/results/minatar.md), and each agent's is its single run's."""
+        """On a CPU, K plain convolutions: oneDNN's grouped one ran 1.2-4x slower there (forward, 3 agents,
+        batches of 32, MinAtar's 4-10 input channels; docs/results/minatar.md); each agent's is its single run's."""
         h = x
         for kind, i in self.steps:
             if kind == "conv":
