@@ -55,7 +55,7 @@ BUDGETS = (500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000)  # the table's 
 # Named settings; anything else is taken as extra overrides after env=minatar.
 SETTINGS = {
     "paper": ["+experiment=minatar_paper"],  # the paper's DQN
-    "preset": ["env=minatar"],  # rlrun's DQN preset
+    "preset": ["env=minatar"],  # rlrun's DQN preset (one update per four frames; per frame before 2026-12-05)
     "pqn": ["+experiment=pqn_minatar"],  # purejaxql's PQN, made for 10M frames
     # the same recipe scaled to a 1M-frame budget, as purejaxql scales it: epsilon's decay over the first
     # 10% of the frames, the lr's linear decay over all of them (total_steps)
@@ -68,6 +68,8 @@ SETTINGS = {
     # Munchausen-DQN (algo=mdqn at the paper's alpha 0.9, temperature 0.03, l0 -1) on the DQN preset with an
     # update per four frames: its dueling network, 3-step returns, replay, target period and Adam
     "mdqn": ["env=minatar", "algo=mdqn", "algo.train_freq=4"],
+    # the paired check of the preset's period: one update per frame, as the paper (and the preset before)
+    "preset_tf1": ["env=minatar", "algo.train_freq=1"],
 }
 
 

@@ -19,7 +19,7 @@ def test_every_game_trains(compose, tmp_path, game):
     from rlrun.run import train
 
     summary = train(compose(*TINY, f"env.id=MinAtar/{game}", "total_steps=400"), tmp_path)
-    assert summary["gradient_updates"] == 201  # one per env step from step 200 to 400
+    assert summary["gradient_updates"] == 51  # one per four env steps from step 200 to 400 (env=minatar's period)
     assert (tmp_path / "model.pt").exists() and (tmp_path / "episodes.csv").exists()
 
 
@@ -78,6 +78,14 @@ def test_a_resumed_run_continues_exactly(compose, tmp_path):
     assert models_equal(parts, straight)
 
 
+def test_the_preset_updates_once_per_four_frames_and_so_do_its_family_rows(compose):
+    """env=minatar's period, chosen by the paired check in docs/results/minatar.md; M-DQN inherits it,
+    Rainbow sets the same, the paper's experiment keeps one per frame."""
+    for extra in ([], ["algo=mdqn"], ["+experiment=rainbow"]):
+        assert compose("env=minatar", *extra).algo.train_freq == 4, extra
+    assert compose("env=minatar", "+experiment=minatar_paper").algo.train_freq == 1
+
+
 def test_the_paper_experiment_is_the_papers_dqn(compose):
     cfg = compose("+experiment=minatar_paper", "env.id=MinAtar/Seaquest-v0")
     assert cfg.env.id == "MinAtar/Seaquest-v0" and cfg.env.num_envs == 1 and cfg.total_steps == 5_000_000
@@ -120,11 +128,11 @@ def test_pqn_takes_breakout_past_8_within_1m_frames(compose, tmp_path):
 
 
 @pytest.mark.slow  # 2-4 minutes of one core (seeds 0-2 of the row reached 8 at 142k-184k frames)
-def test_dqn_with_an_update_per_four_frames_takes_breakout_past_8_within_300k_frames(compose, tmp_path):
-    """A learning bar for the DQN family on a game: the MinAtar preset with one update per four frames (the
+def test_the_dqn_preset_takes_breakout_past_8_within_300k_frames(compose, tmp_path):
+    """A learning bar for the DQN family on a game: the MinAtar preset (one update per four frames; the
     five-game row of docs/results/minatar.md) brings Breakout past 8 within 300k frames."""
     from rlrun.run import train
 
-    summary = train(compose(*breakout_bar("env=minatar", "algo.train_freq=4", frames=300_000)), tmp_path)
+    summary = train(compose(*breakout_bar("env=minatar", frames=300_000)), tmp_path)
     assert summary["solved_step"] is not None, summary["final_mean_return_100"]
     print("Breakout 8 reached at frame", summary["solved_step"])
