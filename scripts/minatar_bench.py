@@ -360,7 +360,7 @@ def speed(args) -> None:
 
 # --- cost: minutes of a core per agent per 1M frames, once learning -----------------------------------------
 
-RATE = re.compile(r"step ([\d,]+)/[\d,]+ .* ([\d,]+) step/s")
+RATE = re.compile(r"step [\d,]+/[\d,]+ .* ([\d,]+) step/s")
 
 
 def resumed_rates(train_log: str) -> list[float]:
@@ -368,7 +368,7 @@ def resumed_rates(train_log: str) -> list[float]:
     after = train_log.rsplit("rlrun: resuming ", 1)
     if len(after) < 2:
         raise SystemExit("no resume in train.log")
-    return [float(m.group(2).replace(",", "")) for m in RATE.finditer(after[1])][1:]
+    return [float(m.group(1).replace(",", "")) for m in RATE.finditer(after[1])][1:]
 
 
 def cost(args) -> None:
@@ -377,8 +377,7 @@ def cost(args) -> None:
             with tempfile.TemporaryDirectory(prefix="minatar_cost_") as tmp:
                 copy = Path(tmp) / run.name
                 shutil.copytree(run, copy, ignore=shutil.ignore_patterns("checkpoint.prev.pt", ".rlrun.lock"))
-                done = max(int(m.group(1).replace(",", "")) for m in RATE.finditer((copy / "train.log").read_text()))
-                end = f"total_steps={done + args.frames}"
+                end = f"total_steps={finished[run]['env_steps_per_agent'] + args.frames}"
                 log = f"log.interval={args.frames // 5}"
                 cmd = [sys.executable, "-m", "rlrun.resume", str(copy), end, log, "eval.interval=0"]
                 run_processes([[*cmd, "checkpoint.every=0"]])
@@ -387,10 +386,11 @@ def cost(args) -> None:
         return go
 
     runs = {Path(r).name: Path(r) for r in args.runs}
+    finished = {run: json.loads((run / "summary.json").read_text()) for run in runs.values()}
     results = alternate({name: resumed(run) for name, run in runs.items()}, args.rounds)
     rows = []
     for name, rounds in results.items():
-        rate, agents = statistics.median(rounds), len(json.loads((runs[name] / "summary.json").read_text())["seeds"])
+        rate, agents = statistics.median(rounds), len(finished[runs[name]]["seeds"])
         minutes = 1e6 / rate / 60 / agents  # the process steps each agent `rate` times a second
         rows.append([name, agents, " / ".join(f"{r:.0f}" for r in rounds), f"{minutes:.1f}"])
     report(

@@ -136,25 +136,25 @@ def numpy_forward(net: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None:
     `net`'s parameters; None where the network is not a CPU MLP or MinAtar network that numpy covers."""
     if not isinstance(net, (QNetwork, StackedQNetwork)):
         return None
-    minatar = getattr(net, "encoder", "mlp") == "minatar_cnn"
+    minatar = net.encoder == "minatar_cnn"
     categorical = net.num_atoms > 1 and minatar
     if net.noisy and not minatar:
         return None
     if not (net.q_head.numpy_acting or categorical):  # IQN's heads (and C51 on an MLP) act through torch
         return None
-    if (getattr(net, "pixels", False) and not minatar) or any(
+    if (net.pixels and not minatar) or any(
         p.device.type != "cpu" or p.dtype != torch.float32 for p in net.parameters()
     ):
         return None
-    if categorical:
-        return _categorical(net)
-    per_action = net.q_head.numpy_q_values  # (..., A * P) head outputs -> (..., A)
     maybe_trunk = [_numpy_layer(m) for m in net.trunk]
     maybe_heads = [_numpy_layer(getattr(net, name)) for name in (("value", "advantage") if net.dueling else ("head",))]
     trunk = [f for f in maybe_trunk if f is not None]
     heads = [f for f in maybe_heads if f is not None]
     if len(trunk) < len(maybe_trunk) or len(heads) < len(maybe_heads):
         return None
+    if categorical:
+        return _categorical(net, trunk, heads)
+    per_action = net.q_head.numpy_q_values  # (..., A * P) head outputs -> (..., A)
 
     def forward(obs: np.ndarray) -> np.ndarray:
         h = np.asarray(obs, dtype=np.float32)
@@ -168,14 +168,12 @@ def numpy_forward(net: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None:
     return forward
 
 
-def _categorical(net: QNetwork | StackedQNetwork) -> Callable[[np.ndarray], np.ndarray] | None:
-    """C51 on MinAtar's network: the dueling streams combine as logits, Q is the expectation of the support
-    under their softmax (`CategoricalHead.q_values`)."""
-    layers = [_numpy_layer(m) for m in net.trunk]
-    heads = [_numpy_layer(getattr(net, name)) for name in (("value", "advantage") if net.dueling else ("head",))]
-    if any(f is None for f in [*layers, *heads]):
-        return None
-    trunk, streams = cast(list, layers), cast(list, heads)
+Layer = Callable[[np.ndarray], np.ndarray]
+
+
+def _categorical(net: QNetwork | StackedQNetwork, trunk: list[Layer], streams: list[Layer]) -> Layer:
+    """C51 on MinAtar's network: the dueling streams (value, advantage) combine as logits, Q is the
+    expectation of the support under their softmax (`CategoricalHead.q_values`)."""
     support, actions, atoms = _view(net.support), net.n_actions, net.num_atoms
 
     def forward(obs: np.ndarray) -> np.ndarray:
@@ -201,6 +199,7 @@ class GreedyActor:
         self.net, self.device = net, device
         self.agents: int | None = getattr(net, "agents", None)
         self._numpy = numpy_forward(net)
+        self._flatten = not getattr(net, "pixels", False)  # numpy MLPs read flat observations, conv nets grids
 
     @property
     def uses_numpy(self) -> bool:
@@ -208,9 +207,8 @@ class GreedyActor:
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         if self._numpy is not None:
-            lead = 1 if self.agents is None else 2
-            if not getattr(self.net, "pixels", False):
-                obs = obs.reshape(*obs.shape[:lead], -1)
+            if self._flatten:
+                obs = obs.reshape(*obs.shape[: 1 if self.agents is None else 2], -1)
             return self._numpy(obs).argmax(axis=-1)
         with torch.no_grad():
             return self.net(torch.as_tensor(obs, device=self.device)).argmax(dim=-1).cpu().numpy()

@@ -103,10 +103,9 @@ class StackedNoisyLinear(nn.Module):
 
     @torch.no_grad()
     def shape_noise(self) -> None:
-        """f(eps) = sign(eps) sqrt(|eps|) in place (`NoisyLinear._f`), over all agents' draws in one go."""
+        """`NoisyLinear._f` (sign(eps) sqrt(|eps|)) over all agents' draws in one go."""
         for eps in (self.eps_in, self.eps_out):
-            sign = eps.sign()
-            eps.abs_().sqrt_().mul_(sign)
+            eps.copy_(NoisyLinear._f(eps))
 
     def agent_state(self, k: int, prefix: str) -> dict[str, torch.Tensor]:
         return {
