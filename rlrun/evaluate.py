@@ -201,7 +201,9 @@ def play(found: policy.Saved, opts: dict[str, Any], device: torch.device, video_
     recorder = FrameRecorder(envs) if video_dir is not None else None
     try:
         q_net = policy.q_network(cfg, envs, found.weights, device)
-        returns = evaluate(q_net, recorder or envs, [opts["seed"]], device)[0]
+        returns = evaluate(q_net, recorder or envs, [opts["seed"]], device)
+        assert returns is not None  # nothing stops it
+        returns = returns[0]
         videos = []
         if recorder is not None and video_dir is not None:
             videos = recorder.write(video_dir, int(envs.metadata.get("render_fps") or 30))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -13,10 +13,17 @@ from rlrun.envs.vector import finished_episodes
 
 
 @torch.no_grad()
-def evaluate(q_net: nn.Module, envs, seeds: Sequence[int], device: torch.device) -> np.ndarray:
+def evaluate(
+    q_net: nn.Module,
+    envs,
+    seeds: Sequence[int],
+    device: torch.device,
+    stopped: Callable[[], bool] = lambda: False,
+) -> np.ndarray | None:
     """Returns (K, E) of the first episode of each sub-env under the greedy policy. `envs` holds K x E
     sub-envs for the K = len(seeds) agents of `q_net` (K = 1 for a single `QNetwork`); agent k's envs
-    are seeded seeds[k], seeds[k] + 1, ..."""
+    are seeded seeds[k], seeds[k] + 1, ... None once `stopped()` turns true (checked at every step: an
+    evaluation of long episodes can take minutes, longer than a scheduler's grace after SIGTERM)."""
     agents = len(seeds)
     per_agent = envs.num_envs // agents
     returns = np.full(envs.num_envs, np.nan)
@@ -24,10 +31,14 @@ def evaluate(q_net: nn.Module, envs, seeds: Sequence[int], device: torch.device)
     q_net.eval()  # noisy layers use their mean weights
     actor = GreedyActor(q_net, device)
     obs, _ = envs.reset(seed=[s + j for s in seeds for j in range(per_agent)])
-    while np.isnan(returns).any():
-        obs, _, _, _, infos = envs.step(actor.act(obs))
-        for i, ret, _ in finished_episodes(infos):
-            if np.isnan(returns[i]):
-                returns[i] = ret
-    q_net.train(was_training)
+    try:
+        while np.isnan(returns).any():
+            if stopped():
+                return None
+            obs, _, _, _, infos = envs.step(actor.act(obs))
+            for i, ret, _ in finished_episodes(infos):
+                if np.isnan(returns[i]):
+                    returns[i] = ret
+    finally:
+        q_net.train(was_training)
     return returns.reshape(agents, per_agent)

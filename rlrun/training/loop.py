@@ -28,9 +28,9 @@ from rlrun.logs.metrics import MetricWindow
 from rlrun.replay.nstep import NStepAccumulator
 from rlrun.storage import checkpoint as ckpt, rundir
 from rlrun.training import trainer_state
-from rlrun.training.agents import group_agents
 from rlrun.training.evaluation import evaluate
 from rlrun.training.graphs import GraphedActor, GraphedUpdates
+from rlrun.training.logstep import log_step
 from rlrun.training.parts import LoopSettings, Parts, group_lrs, set_group_lrs
 from rlrun.training.population import Population
 
@@ -64,6 +64,9 @@ class Trainer:
         self.window = MetricWindow(rollout=settings.rollout)
         self.step, self.iteration = 0, 0
         self.signal: int | None = None
+        # What the step `self.step` still owes after a signal cut its evaluation short ("eval", then "pbt"
+        # if a PBT round needed it): checkpointed, and done first on resume, so no evaluation is lost.
+        self.pending: list[str] = []
         if resume is None:
             self.obs, _ = envs.reset(seed=population.env_seeds())
             if parts.frames is not None:
@@ -147,43 +150,17 @@ class Trainer:
                 "(with CUDA graphs the check runs at each log, not before each update)"
             ) from None
 
-    def log(self, step: int, sps: float) -> None:
-        s, p = self.settings, self.parts
-        learner, buffer, device = p.learner, p.buffer, p.device
-        common = {
-            "charts/epsilon": s.epsilon(step),
-            "charts/SPS": sps,
-            "charts/learning_rate": float(learner.optimizer.param_groups[0]["lr"]),
-            "charts/updates": learner.updates,
-            "charts/skipped_updates": learner.skipped,
-        }
-        if self.window and buffer.prioritized:
-            common["per/beta"] = buffer.beta(step, s.total_steps)  # the schedule at this step
-        if device.type == "cuda":
-            common["device/memory_allocated_mb"] = torch.cuda.memory_allocated(device) / 2**20
-            common["device/max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
-        if self.graphed is not None:  # the device-side non-finite flag, read with the metrics
-            self._check_graphed(step)
-        per_agent = self.window.read(buffer.stats() if self.window and buffer.prioritized else None)
-        if not s.rollout:  # PQN's rollout is full at every update: its fill says nothing
-            per_agent["replay/size"] = buffer.sizes.tolist()
-        groups = learner.optimizer.param_groups
-        if "agents" in groups[0]:  # an lr per agent (rlrun.training.agents.agent_param_groups)
-            per_agent["charts/learning_rate"] = [
-                float(g["lr"]) for g in groups for _ in group_agents(g, self.population.agents)
-            ]
-        if p.frames is not None:
-            p.frames.check(buffer)
-        self.population.log(step, common, per_agent)
-        self.population.progress(step, sps)  # the bar, or a plain line; episodes.csv flushed
-
-    def evaluate(self, step: int) -> None:
+    def evaluate(self, step: int) -> bool:
+        """The greedy evaluation at `step`, logged; False (nothing logged) when a signal stopped it."""
         returns = evaluate(
             self.parts.learner.online,
             self.parts.eval_envs,
             [seed + 1_000_000 + step for seed in self.population.seeds],
             self.parts.device,
+            stopped=lambda: self.signal is not None,
         )
+        if returns is None:
+            return False
         if self.pbt is not None:
             self.pbt.eval_fitness = returns.mean(axis=1).tolist()
         self.population.log(
@@ -191,6 +168,20 @@ class Trainer:
             {},
             {"eval/mean_return": returns.mean(axis=1).tolist(), "eval/std_return": returns.std(axis=1).tolist()},
         )
+        return True
+
+    def finish_pending(self, step: int) -> None:
+        """A resumed step's evaluation and PBT round that a signal cut short, in their order."""
+        if "eval" in self.pending and not self.evaluate(step):
+            return  # stopped again: still owed
+        if "pbt" in self.pending and self.pbt is not None:
+            self.pbt.round(self, step)
+        self.pending = []
+
+    def stop_if_signalled(self) -> None:
+        if self.signal is not None:
+            self.save_checkpoint()
+            raise Preempted(signal.Signals(self.signal).name)
 
     def _on_signal(self, signum, frame) -> None:
         self.signal = signum  # acted on between two env steps, where the state is consistent
@@ -220,6 +211,9 @@ class Trainer:
             {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
         )
         try:
+            if self.pending:
+                self.finish_pending(step)
+                self.stop_if_signalled()
             while step < total_steps:
                 explore, actions = exploration.next(epsilon_at(step))  # (K, num_envs): each agent's own stream
                 explore, actions = explore.reshape(-1), actions.reshape(-1)
@@ -252,23 +246,25 @@ class Trainer:
                 if step >= learning_starts and iteration % update_every == 0 and len(buffer) >= batch_size:
                     self.update_phase(step, iteration, obs, phase_updates)
 
-                if crossed(eval_interval) or (eval_interval and step >= total_steps):
-                    self.evaluate(step)  # before the log: its progress line shows this evaluation
+                evaluates = crossed(eval_interval) or (eval_interval and step >= total_steps)
+                if evaluates and not self.evaluate(step):  # before the log: its line shows this evaluation
+                    self.pending.append("eval")
 
                 if crossed(log_interval) or step >= total_steps:
                     now = time.perf_counter()
                     sps = (step - last_log_step) / max(now - last_log_time, 1e-9)  # env steps per agent
                     last_log_time, last_log_step = now, step
-                    self.log(step, sps)
+                    log_step(self, step, sps)
                 if pbt is not None and crossed(pbt_interval) and step < total_steps:
-                    pbt.round(self, step)
+                    if self.pending:  # ranks by the evaluation still owed
+                        self.pending.append("pbt")
+                    else:
+                        pbt.round(self, step)
 
                 self.step, self.iteration, self.obs = step, iteration, obs
                 if crossed(ckpt_every):
                     self.save_checkpoint()
-                if self.signal is not None:
-                    self.save_checkpoint()
-                    raise Preempted(signal.Signals(self.signal).name)
+                self.stop_if_signalled()
                 if s.stop_on_solve and population.all_solved:  # with K > 1: once every agent has solved
                     status = "solved"
                     break

@@ -34,6 +34,7 @@ def state_dict(self: Any) -> dict[str, Any]:
         "frames": None if p.frames is None else p.frames.state_dict(),
         "failed_agents": dict(self.population.failed),
         "pbt": None if self.pbt is None else self.pbt.state_dict(),
+        "pending": list(self.pending),
     }
 
 
@@ -70,3 +71,12 @@ def load_state_dict(self: Any, state: dict[str, Any]) -> None:
         p.learner.failed[list(self.population.failed)] = True
     if self.pbt is not None:
         self.pbt.load_state_dict(state["pbt"], self)
+    self.pending = _pending(state.get("pending", []), self.pbt is not None)
+
+
+def _pending(pending: Any, pbt: bool) -> list[str]:
+    """The step's owed work (Trainer.pending): [], ["eval"] or ["eval", "pbt"] (with PBT); anything else refused."""
+    allowed = [[], ["eval"], ["eval", "pbt"]] if pbt else [[], ["eval"]]
+    if not isinstance(pending, list) or not all(isinstance(x, str) for x in pending) or pending not in allowed:
+        raise ckpt.CheckpointError(f"the checkpoint's pending work {pending!r} is not one of {allowed}")
+    return list(pending)

@@ -71,6 +71,39 @@ def test_sigterm_then_resume_equals_an_uninterrupted_pbt_run(compose, tmp_path):
     assert json.loads((parts / "summary.json").read_text())["env_steps_per_agent"] == 3200
 
 
+def test_a_signal_during_the_evaluation_a_round_ranks_by_defers_both_to_the_resume(compose, tmp_path, monkeypatch):
+    """PBT ranking by greedy evaluations: a signal that stops the evaluation at a round's step leaves the
+    evaluation and the round owed in the checkpoint; the resume does both first and ends as an uninterrupted
+    run."""
+    import signal
+
+    import rlrun.training.loop as loop
+    from rlrun.train import Preempted
+    from test_reliability import in_process
+
+    straight, parts = tmp_path / "straight", tmp_path / "parts"
+    args = [*PBT_RUN, "pbt.fitness=eval", "eval.interval=800", "eval.episodes=2", "total_steps=2400"]
+    train(compose(*args), straight)
+    real = loop.evaluate
+
+    def signal_at_1600(q_net, envs, seeds, device, stopped):
+        if seeds[0] == 1_000_000 + 1600:
+            signal.raise_signal(signal.SIGTERM)
+        return real(q_net, envs, seeds, device, stopped)
+
+    monkeypatch.setattr(loop, "evaluate", signal_at_1600)
+    with pytest.raises(Preempted):
+        train(compose(*args), parts)
+    state = torch.load(parts / "checkpoint.pt", weights_only=True)
+    assert (state["step"], state["pending"]) == (1600, ["eval", "pbt"])
+    monkeypatch.undo()
+    in_process("rlrun.resume", parts, rc=0)
+    assert (parts / "pbt.csv").read_text() == (straight / "pbt.csv").read_text()
+    for k in range(4):
+        a, b = (torch.load(d / f"seed={k}" / "model.pt", weights_only=True) for d in (straight, parts))
+        assert all(torch.equal(a[n], b[n]) for n in a), k
+
+
 @pytest.mark.slow  # a sweep of two populations with its report: about a minute
 def test_a_batched_sweep_runs_several_populations(tmp_path):
     args = ["-m", "hydra/launcher=batched", "seeds=4", "+pbt=truncation", "seed=0,4", "total_steps=1600",

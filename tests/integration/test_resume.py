@@ -109,6 +109,44 @@ def test_sigterm_saves_and_resume_equals_an_uninterrupted_run(compose, tmp_path)
         assert sa[tag] == sb[tag], tag
 
 
+def test_a_signal_during_an_evaluation_stops_it_and_the_resume_evaluates_that_step_first(compose, tmp_path, monkeypatch):
+    """An evaluation of long episodes can outlast a scheduler's grace after SIGTERM: the signal stops it at
+    its next env step, the checkpoint owes that step's evaluation, and the resume runs it before the next
+    step, so the resumed run logs what an uninterrupted one does (before: the signal waited for the whole
+    evaluation)."""
+    import rlrun.training.loop as loop
+    from rlrun.train import Preempted
+
+    evals = ("total_steps=3000", "eval.interval=1000", "eval.episodes=2")
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    train_in_process(compose, whole, *evals)
+
+    real, stopped_at = loop.evaluate, []
+
+    def signal_during_the_second(q_net, envs, seeds, device, stopped):
+        if len(stopped_at) == 0 and seeds[0] == 1_000_000 + 2000:  # seed 0, step 2000
+            signal.raise_signal(signal.SIGTERM)  # into the loop's handler, as from a scheduler
+            returns = real(q_net, envs, seeds, device, stopped)
+            stopped_at.append(returns)
+            return returns
+        return real(q_net, envs, seeds, device, stopped)
+
+    monkeypatch.setattr(loop, "evaluate", signal_during_the_second)
+    with pytest.raises(Preempted):
+        train_in_process(compose, parts, *evals)
+    assert stopped_at == [None]  # stopped before its first step
+    state = torch.load(parts / ckpt.LATEST, weights_only=True)
+    assert (state["step"], state["pending"]) == (2000, ["eval"])
+    monkeypatch.undo()
+
+    in_process("rlrun.train", *ARGS, *evals, f"resume={parts}", rc=0)
+    sa, sb = scalars(whole), scalars(parts)
+    assert [s for s, _ in sb["eval/mean_return"]] == [1000, 2000, 3000]
+    for tag in set(sa) - TIME_BASED:
+        assert sa[tag] == sb[tag], tag
+    assert (parts / "episodes.csv").read_text() == (whole / "episodes.csv").read_text()
+
+
 def test_two_runs_with_the_same_seed_log_identical_values(compose, tmp_path):
     """In one process (two processes give the same values: the SIGTERM test above)."""
     train_in_process(compose, tmp_path / "a", "total_steps=2000", "network=dueling")

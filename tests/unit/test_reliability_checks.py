@@ -61,3 +61,15 @@ def test_keys_of_every_option_are_in_the_schema(compose):
             validate(compose(choice, *[pixels[choice]] if choice in pixels else []))
     for preset in sorted((conf / "experiment").glob("*.yaml")):
         validate(compose(f"+experiment={preset.stem}"))
+
+
+@pytest.mark.parametrize("pending", [["pbt"], ["eval", "eval"], "eval", [1], [torch.zeros(1)], None])
+def test_a_checkpoint_owing_anything_but_an_evaluation_and_a_round_is_refused(pending):
+    from rlrun.storage.checkpoint import CheckpointError
+    from rlrun.training.trainer_state import _pending
+
+    with pytest.raises(CheckpointError, match="pending work"):
+        _pending(pending, pbt=True)
+    with pytest.raises(CheckpointError, match="pending work"):
+        _pending(["eval", "pbt"], pbt=False)  # a round without PBT
+    assert _pending(["eval", "pbt"], pbt=True) == ["eval", "pbt"] and _pending([], pbt=False) == []
