@@ -72,7 +72,23 @@ def run_dirs(root: Path) -> list[Path]:
             found.append(Path(top))
     dirs = sorted(found)
     inside = {parent for d in dirs for parent in d.parents}
-    return [d for d in dirs if d not in inside]
+    return [d for d in dirs if d not in inside or not _population(d)]
+
+
+def _population(run_dir: Path) -> bool:
+    """Whether a run is counted as its agents' directories: `seeds` > 1 or an `agents` list in its config.
+    A single run that holds another run below it (a `hydra.run.dir` chosen inside it) stays a run; so does
+    one whose config cannot be read (the report names it as damaged)."""
+    try:
+        cfg = bounded.load_yaml(run_dir / ".hydra" / "config.yaml")
+    except (bounded.FileRefused, OSError):
+        return False
+    if not isinstance(cfg, dict):
+        return False
+    if "seeds" not in cfg and "agents" not in cfg:  # a config of an rlrun from before both keys
+        return True
+    seeds, agents = cfg.get("seeds", 1), cfg.get("agents")
+    return (isinstance(seeds, int) and seeds > 1) or (isinstance(agents, list) and len(agents) > 0)
 
 
 def load_run(run_dir: Path) -> dict[str, Any]:

@@ -77,9 +77,10 @@ def test_a_signal_during_the_evaluation_a_round_ranks_by_defers_both_to_the_resu
     run."""
     import signal
 
+    from test_reliability import in_process
+
     import rlrun.training.loop as loop
     from rlrun.train import Preempted
-    from test_reliability import in_process
 
     straight, parts = tmp_path / "straight", tmp_path / "parts"
     args = [*PBT_RUN, "pbt.fitness=eval", "eval.interval=800", "eval.episodes=2", "total_steps=2400"]

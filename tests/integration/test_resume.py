@@ -109,7 +109,7 @@ def test_sigterm_saves_and_resume_equals_an_uninterrupted_run(compose, tmp_path)
         assert sa[tag] == sb[tag], tag
 
 
-def test_a_signal_during_an_evaluation_stops_it_and_the_resume_evaluates_that_step_first(compose, tmp_path, monkeypatch):
+def test_a_signal_during_an_evaluation_stops_it_and_the_resume_runs_it_first(compose, tmp_path, monkeypatch):
     """An evaluation of long episodes can outlast a scheduler's grace after SIGTERM: the signal stops it at
     its next env step, the checkpoint owes that step's evaluation, and the resume runs it before the next
     step, so the resumed run logs what an uninterrupted one does (before: the signal waited for the whole

@@ -66,6 +66,23 @@ def test_seeds_come_from_the_composed_config(tmp_path):
     assert "1 repeat of a seed left out" in text
 
 
+def test_a_run_with_another_run_inside_it_counts_while_a_batched_run_counts_as_its_agents(tmp_path):
+    """A single run whose folder holds another run (a `hydra.run.dir` chosen inside it) is a run of its own
+    (before: left out, as though it were the parent of a batched run); a batched run (seeds=2) is its agents."""
+    from rlrun.sweeps.jobtable import run_dirs
+
+    make_run(tmp_path / "outer", 0, 10.0, [], cfg={"seeds": 1, "agents": []})
+    make_run(tmp_path / "outer" / "inner", 1, 20.0, ["seed=1"], cfg={"seeds": 1})
+    make_run(tmp_path / "batched", 2, 30.0, ["seeds=2"], cfg={"seeds": 2})
+    for k in (2, 3):
+        make_run(tmp_path / "batched" / f"seed={k}", k, 30.0 + k, [f"seed={k}"])
+    pbt = make_run(tmp_path / "pbt", 4, 0.0, [], cfg={"agents": [{"seed": 4}, {"seed": 5}]})
+    make_run(pbt / "a", 4, 1.0, [])
+    make_run(pbt / "b", 5, 2.0, [])
+    names = [d.relative_to(tmp_path).as_posix() for d in run_dirs(tmp_path)]
+    assert names == ["batched/seed=2", "batched/seed=3", "outer", "outer/inner", "pbt/a", "pbt/b"]
+
+
 def test_a_report_of_several_folders(tmp_path, monkeypatch, capsys):
     for folder, lr in (("a", 0.001), ("b", 0.01)):
         for seed in (0, 1):
