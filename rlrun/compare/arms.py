@@ -1,7 +1,8 @@
 """The two arms of a comparison as per-seed scores, read from their run directories with the report's readers
 (`rlrun.report.run_dirs`, `load_run`, `load_curve`): a batched run counts as its agents, a sweep as its jobs.
 
-Per seed: `solved` (the 100-episode training mean reached the env's threshold within the budget), `final`
+Per seed: `solved` (the 100-episode training mean reached the env's threshold within the budget), `steps`
+(the env steps per agent it took to reach it; a seed that never did counts at the budget), `final`
 (the mean return of the last 100 training episodes) and `auc` (the mean of the 100-episode mean training
 return over the run's env steps: the area under its learning curve divided by its length).
 """
@@ -17,12 +18,12 @@ from rlrun.errors import ConfigError
 from rlrun.report import FINISHED, TRAIN, load_curve, load_run, run_dirs
 from rlrun.storage.summary import DamagedJob
 
-METRICS = ("solved", "final", "auc")
+METRICS = ("solved", "steps", "final", "auc")
 
 
 def read_arm(name: str, folder: Path) -> pd.DataFrame:
     """One row per finished run under `folder`, indexed by its seed (from its composed config): job, env,
-    budget, threshold, solved_step, solved, final. Unfinished or damaged runs are left out (`attrs["left_out"]`);
+    budget, threshold, solved_step, solved, steps, final. Unfinished or damaged runs are left out (`attrs["left_out"]`);
     a seed found twice is refused (ConfigError: which runs would pair is ambiguous)."""
     rows, left = [], []
     where: dict[int, Path] = {}
@@ -43,21 +44,25 @@ def read_arm(name: str, folder: Path) -> pd.DataFrame:
             left.append(f"{d}: {row['status']}")
             continue
         final = row.get(TRAIN)
-        budget = row.get("cfg.total_steps")  # shown in compare.md only: one that is no integer is not shown
+        budget = row.get("cfg.total_steps")  # one that is no integer is not shown, nor counted for `steps`
+        budget = budget if isinstance(budget, int) and not isinstance(budget, bool) else None
+        solved_step = row.get("solved_step")
         rows.append(
             {
                 "seed": seed,
                 "job": str(d),
                 "env": str(row.get("cfg.env.id")),  # text, as the report shows it
-                "budget": budget if isinstance(budget, int) and not isinstance(budget, bool) else None,
+                "budget": budget,
                 "threshold": row.get("reward_threshold"),
-                "solved_step": row.get("solved_step"),
-                "solved": row.get("solved_step") is not None,
+                "solved_step": solved_step,
+                "solved": solved_step is not None,
+                # at least the budget where never solved: the difference to a seed that solved is understated
+                "steps": float(solved_step if solved_step is not None else budget if budget is not None else np.nan),
                 "final": np.nan if final is None else float(final),
             }
         )
     table = pd.DataFrame(
-        rows, columns=["seed", "job", "env", "budget", "threshold", "solved_step", "solved", "final"]
+        rows, columns=["seed", "job", "env", "budget", "threshold", "solved_step", "solved", "steps", "final"]
     ).set_index("seed")
     table.attrs["left_out"] = left
     return table.sort_index()

@@ -15,13 +15,14 @@ from pathlib import Path
 from rlrun import console
 from rlrun.compare.args import EXIT_CONFIG, BadInput, argv_keys, fail, folder, parse, settings
 
-USAGE = """usage: python -m rlrun.compare A='<overrides>' B='<overrides>' [metric=solved|final|auc] [seeds=N]
+USAGE = """usage: python -m rlrun.compare A='<overrides>' B='<overrides>' [metric=solved|steps|final|auc] [seeds=N]
                             [max_seeds=M] [seed=FIRST] [alpha=0.05] [name=NAME] [dir=FOLDER] [overrides of both ...]
        python -m rlrun.compare A=<folder of runs> B=<folder of runs> [metric=...] [alpha=...] [name=...] [dir=...]
 
   A, B       each arm's overrides (A='' for the defaults), or a folder of finished runs (a sweep, batched runs)
-  metric     solved (reached the env's threshold within the budget; default), final (mean return of the
-             last 100 training episodes), auc (mean 100-episode return over the run)
+  metric     solved (reached the env's threshold within the budget; default), steps (env steps to the
+             threshold, a seed never there counted at the budget), final (mean return of the last 100
+             training episodes), auc (mean 100-episode return over the run)
   seeds      paired seeds per round (default 10); max_seeds: the seed budget (default 100)
   seed       the first seed (default 0); rounds take seeds seed, seed+1, ...
   alpha      the chance of declaring a winner when there is no difference (default 0.05)

@@ -11,6 +11,7 @@ import pandas as pd
 from rlrun.compare import sequential, stats
 
 WHAT = {  # each metric as the verdict names it
+    "steps": "env steps to the threshold (a seed that never reached it counted at the budget)",
     "final": "final return (mean of the last 100 training episodes)",
     "auc": "area under the learning curve (mean 100-episode return over the run)",
 }
@@ -32,7 +33,8 @@ class Look:
     e_value: float = float("nan")  # binary, sequential
     interval: tuple[float, float] = (float("nan"), float("nan"))  # mean difference b - a, paired bootstrap
     interval_level: float = 0.95
-    improvement: tuple[float, float, float] = (float("nan"),) * 3  # P(B > A) with its 95% interval (rliable)
+    improvement: tuple[float, float, float] = (float("nan"),) * 3  # P(B better) with its 95% interval (rliable)
+    lower_better: bool = False  # steps: the fewer, the better
 
     @property
     def decided(self) -> bool:
@@ -42,7 +44,7 @@ class Look:
     def better(self) -> str | None:
         if not self.decided:
             return None
-        return "B" if self.b > self.a else "A"
+        return "B" if (self.b < self.a if self.lower_better else self.b > self.a) else "A"
 
 
 def look(
@@ -67,9 +69,11 @@ def look(
     if n == 0:
         return Look(round_, 0, np.nan, np.nan, 1.0, level if level is not None else alpha)
     at = alpha if level is None else level
-    # the report extra: rliable's P(X > Y) (unpaired: the chance a run of B scores above a run of A)
+    # the report extra: rliable's P(X > Y) (unpaired: the chance a run of B scores above a run of A; for
+    # steps, below)
     from rlrun.report import improvement_probability
 
+    lower = metric == "steps"
     return Look(
         round_,
         n,
@@ -79,7 +83,8 @@ def look(
         at,
         interval=stats.paired_bootstrap(x, y, level=1 - at),
         interval_level=1 - at,
-        improvement=improvement_probability(y, x) if n >= 2 else (np.nan,) * 3,
+        improvement=improvement_probability(*((x, y) if lower else (y, x))) if n >= 2 else (np.nan,) * 3,
+        lower_better=lower,
     )
 
 
@@ -97,12 +102,13 @@ def verdict(last: Look, metric: str, threshold: float | None, rounds: int, budge
         what += f", discordant seeds {last.only_b} B-only and {last.only_a} A-only"
     else:
         low, high = last.interval
+        f = ",.0f" if metric == "steps" else ".1f"
         what = (
-            f"{WHAT[metric]} {last.b:.1f} (B) against {last.a:.1f} (A), difference B - A {last.b - last.a:+.1f} "
-            f"[{low:+.1f}, {high:+.1f}] ({percent(last.interval_level)}% paired bootstrap)"
+            f"{WHAT[metric]} {last.b:{f}} (B) against {last.a:{f}} (A), difference B - A {last.b - last.a:+{f}} "
+            f"[{low:+{f}}, {high:+{f}}] ({percent(last.interval_level)}% paired bootstrap)"
         )
         if np.isfinite(last.improvement[0]):
-            what += f", P(B > A) = {last.improvement[0]:.2f}"
+            what += f", {better_chance(metric)} = {last.improvement[0]:.2f}"
     evidence = test_name(metric, last) + f" p = {last.p:.3g}"
     if metric != "solved" or last.round == 0:
         evidence += f" (level {last.level:.3g}{' at this look' if last.round and metric != 'solved' else ''})"
@@ -118,6 +124,11 @@ def percent(level: float) -> str:
         if float(text) < 100 or level >= 1:
             return text
     return text
+
+
+def better_chance(metric: str) -> str:
+    """rliable's probability of improvement, as the metric reads it."""
+    return "P(B < A)" if metric == "steps" else "P(B > A)"
 
 
 def test_name(metric: str, last: Look) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rlrun.compare.decide import WHAT, Look, test_name
+from rlrun.compare.decide import WHAT, Look, better_chance, test_name
 from rlrun.compare.stats import rate_interval
 from rlrun.storage import rundir
 
@@ -34,6 +34,7 @@ def _cell(x: float, digits: str = ".1f") -> str:
 def per_seed(both: pd.DataFrame, metric: str) -> pd.DataFrame:
     """The per-seed table of compare.csv: both arms' runs and scores, seed by seed."""
     columns = ["job", "solved", "solved_step", "final"] + (["auc"] if "a_auc" in both else [])
+    columns += ["steps"] if metric == "steps" else []
     table = pd.DataFrame({"seed": both.index})
     for arm in ("a", "b"):
         for c in columns:
@@ -53,12 +54,14 @@ def looks_table(looks: list[Look], metric: str) -> list[str]:
             for lk in looks
         ]
     else:
+        f = ",.0f" if metric == "steps" else ".1f"
         head = (
-            "| round | paired seeds | mean A | mean B | B - A (paired bootstrap at 1 - level) | P(B > A) | p | level |"
+            "| round | paired seeds | mean A | mean B | B - A (paired bootstrap at 1 - level) "
+            f"| {better_chance(metric)} | p | level |"
         )
         rows = [
-            f"| {lk.round or '-'} | {lk.seeds} | {_cell(lk.a)} | {_cell(lk.b)} | {_cell(lk.b - lk.a, '+.1f')} "
-            f"[{_cell(lk.interval[0], '+.1f')}, {_cell(lk.interval[1], '+.1f')}] | {_cell(lk.improvement[0], '.2f')} "
+            f"| {lk.round or '-'} | {lk.seeds} | {_cell(lk.a, f)} | {_cell(lk.b, f)} | {_cell(lk.b - lk.a, '+' + f)} "
+            f"[{_cell(lk.interval[0], '+' + f)}, {_cell(lk.interval[1], '+' + f)}] | {_cell(lk.improvement[0], '.2f')} "
             f"[{_cell(lk.improvement[1], '.2f')}, {_cell(lk.improvement[2], '.2f')}] | {lk.p:.3g} | {lk.level:.3g} |"
             for lk in looks
         ]
@@ -124,10 +127,12 @@ def write(
         low, high = last.interval
         lines.append(f"- B - A solve rate: {100 * low:+.0f} to {100 * high:+.0f} points (95% paired bootstrap)")
     else:
+        f = ",.0f" if metric == "steps" else ".1f"
         for arm in ("A", "B"):
             iqm, lo, hi = iqm_ci(both[f"{arm.lower()}_{metric}"].to_numpy(float))
             lines.append(
-                f"- {arm}: {WHAT[metric]}: IQM {_cell(iqm)} [{_cell(lo)}, {_cell(hi)}] (95% stratified bootstrap)"
+                f"- {arm}: {WHAT[metric]}: IQM {_cell(iqm, f)} [{_cell(lo, f)}, {_cell(hi, f)}] "
+                "(95% stratified bootstrap)"
             )
     lines += ["", "## Per seed (compare.csv)", ""]
     table = per_seed(both, metric).drop(columns=["a_job", "b_job"])

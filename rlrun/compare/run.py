@@ -77,10 +77,13 @@ def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, c
     env_a, env_b = str(tasks["A"].env.id), str(tasks["B"].env.id)
     if env_a != env_b:
         raise BadInput(f"the arms train on different envs ({env_a}, {env_b}); a comparison pairs seeds of one env")
+    steps_a, steps_b = tasks["A"].total_steps, tasks["B"].total_steps
+    if metric == "steps" and steps_a != steps_b:  # a seed never solved counts at its budget
+        raise BadInput(f"metric=steps needs one budget for both arms (total_steps {steps_a} and {steps_b})")
     threshold = threshold_of(tasks["A"])
-    if metric == "solved" and threshold is None:
+    if metric in ("solved", "steps") and threshold is None:
         raise BadInput(
-            f"metric=solved needs a reward threshold, and {env_a} has none: set env.reward_threshold=..., or "
+            f"metric={metric} needs a reward threshold, and {env_a} has none: set env.reward_threshold=..., or "
             "choose metric=final or metric=auc"
         )
     from rlrun.config.runnames import safe
@@ -212,12 +215,19 @@ def decide_folders(a: Path, b: Path, metric: str, alpha: float, root: Path, comm
         raise BadInput(f"the folders hold runs of several envs ({', '.join(sorted(envs['A'] | envs['B']))})")
     thresholds = {float(x) for t in tables.values() for x in t["threshold"].dropna()}
     threshold = min(thresholds) if thresholds else None
-    if metric == "solved" and len(thresholds) > 1:
+    if metric in ("solved", "steps") and len(thresholds) > 1:
         raise BadInput(
             f"the runs have different reward thresholds ({sorted(thresholds)}): compare them with metric=final"
         )
-    if metric == "solved" and threshold is None:
-        raise BadInput("metric=solved needs the runs' reward threshold, and they have none: choose metric=final or auc")
+    if metric in ("solved", "steps") and threshold is None:
+        raise BadInput(
+            f"metric={metric} needs the runs' reward threshold, and they have none: choose metric=final or auc"
+        )
+    all_budgets = sorted({str(b) for t in tables.values() for b in t["budget"]})
+    if metric == "steps" and len(all_budgets) > 1:  # a seed never solved counts at its budget: one for all
+        raise BadInput(
+            f"metric=steps needs one budget (total_steps) for every run; these have {', '.join(all_budgets)}"
+        )
     if metric == "auc":
         tables = {arm: arms.with_auc(t, arms.curves(t, arm)) for arm, t in tables.items()}
     both, missing = arms.paired(tables["A"], tables["B"], metric)

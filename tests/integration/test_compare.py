@@ -21,7 +21,8 @@ COMMAND = [sys.executable, "-m", "rlrun.compare"]
     [
         (["A=", "B=network=nope"], "arm B (network=nope): Invalid config"),
         (["A=", "B=", "optimizer.lrr=1"], "no key optimizer.lrr in the config (did you mean optimizer.lr?)"),
-        (["A=", "B=", "metric=steps"], "metric=steps: allowed solved, final, auc"),
+        (["A=", "B=", "metric=speed"], "metric=speed: allowed solved, steps, final, auc"),
+        (["A=total_steps=1000", "B=", "metric=steps"], "metric=steps needs one budget for both arms"),
         (["A=", "B=", "seeds=10", "max_seeds=5"], "max_seeds=5: at least seeds=10"),
         (["A=", "B=seed=3"], "the comparison chooses the seeds"),
         (["A=", "B=", "lr=0.1,0.2"], "is a sweep"),

@@ -145,6 +145,35 @@ def test_a_look_at_final_returns_uses_its_level():
     assert "(99.99% paired bootstrap)" in early, early
 
 
+def test_steps_to_the_threshold_count_a_seed_never_there_at_the_budget_and_fewer_win(tmp_path):
+    """Seeds 0-7: B reaches 475 before A on every seed (A's seed 7 never: counted at the budget, 1,000);
+    fewer steps are better, so B is; the sign-flip p is 2 / 2^8."""
+    from entrypoints import in_process
+
+    for seed in range(8):
+        fake_run(tmp_path / "A" / f"seed={seed}", seed, 480.0, 600 + 10 * seed if seed < 7 else None)
+        fake_run(tmp_path / "B" / f"seed={seed}", seed, 480.0, 400 + 10 * seed)
+    a = arms.read_arm("A", tmp_path / "A")
+    assert a["steps"].tolist() == [600.0, 610.0, 620.0, 630.0, 640.0, 650.0, 660.0, 1000.0]
+    both, _ = arms.paired(a, arms.read_arm("B", tmp_path / "B"), "steps")
+    lk = decide.look(both, "steps", 0.05, None, 0, [])
+    assert lk.decided and lk.better == "B" and lk.p == pytest.approx(2 / 2**8)
+    assert lk.b - lk.a == pytest.approx(-(7 * 200 + 530) / 8)
+    assert lk.improvement[0] == 1.0  # P(B < A): every run of B took fewer steps than every run of A
+    proc = in_process("rlrun.compare.cli", "A=A", "B=B", "metric=steps", "dir=out", cwd=tmp_path, rc=0)
+    assert proc.stdout.startswith(
+        "B better than A: env steps to the threshold (a seed that never reached it counted at the budget) 435 (B) "
+        "against 676 (A), difference B - A -241 ["
+    ), proc.stdout
+    assert "P(B < A) = 1.00" in proc.stdout and "paired sign-flip p = 0.00781" in proc.stdout
+    assert "difference_steps" in (tmp_path / "out" / "compare.csv").read_text()
+    # a seed never solved counts at its budget: runs of another budget would not pair fairly
+    cfg = tmp_path / "B" / "seed=0" / ".hydra" / "config.yaml"
+    cfg.write_text(cfg.read_text().replace("total_steps: 1000", "total_steps: 2000"))
+    refused = in_process("rlrun.compare.cli", "A=A", "B=B", "metric=steps", "dir=out", cwd=tmp_path, rc=2)
+    assert "metric=steps needs one budget (total_steps) for every run; these have 1000, 2000" in refused.stderr
+
+
 def test_a_round_another_process_trains_is_left_alone(tmp_path):
     from filelock import FileLock
 
