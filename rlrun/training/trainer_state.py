@@ -4,6 +4,7 @@ stopped agents). The format is versioned by CHECKPOINT_FORMAT."""
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 import numpy as np
@@ -78,5 +79,5 @@ def _pending(pending: Any, pbt: bool) -> list[str]:
     """The step's owed work (Trainer.pending): [], ["eval"] or ["eval", "pbt"] (with PBT); anything else refused."""
     allowed = [[], ["eval"], ["eval", "pbt"]] if pbt else [[], ["eval"]]
     if not isinstance(pending, list) or not all(isinstance(x, str) for x in pending) or pending not in allowed:
-        raise ckpt.CheckpointError(f"the checkpoint's pending work {pending!r} is not one of {allowed}")
+        raise ckpt.CheckpointError(f"the checkpoint's pending work {reprlib.repr(pending)} is not one of {allowed}")
     return list(pending)
