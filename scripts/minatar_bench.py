@@ -7,6 +7,9 @@
     python scripts/minatar_bench.py plot --root runs/minatar
     # every setting with all five games at the budget: IQM of returns / the paper DQN's 5M value (rliable)
     python scripts/minatar_bench.py aggregate --root runs/minatar --budget 1000000
+    # a candidate against the incumbent on seeds never used to choose either, pair by pair (game, seed)
+    python scripts/minatar_bench.py learn --setting rainbow_eps --games all --seeds 3 --first-seed 10
+    python scripts/minatar_bench.py paired --a preset --b rainbow_eps --root runs/minatar
 
     # speed: the reference implementation (kenjyoung/MinAtar examples/dqn.py; --reference names your copy)
     # and rlrun at the paper's settings, alternated on one pinned core: trained frames per second
@@ -261,6 +264,59 @@ def normalised_scores(root: Path, budget: int) -> dict[str, dict[str, list[float
     return scores
 
 
+def seed_scores(root: Path, budget: int) -> dict[tuple[str, str, int], float | None]:
+    """{(setting, game, seed): the 100-episode training mean at `budget` / the paper DQN's 5M value}."""
+    return {
+        (label, game, seed): None if (v := value_at(*moving_means(ep), budget, reach=0.95)) is None
+        else v / PAPER_DQN[game][5_000_000]
+        for label, game, seed, ep in agent_runs(root)
+    }  # fmt: skip
+
+
+def paired_differences(scores: dict, a: str, b: str) -> list[tuple[str, int, float, float]]:
+    """(game, seed, A's score, B's score) for every game and seed both settings have a score at the budget."""
+    return [
+        (game, seed, value, scores[(b, game, seed)])
+        for (label, game, seed), value in sorted(scores.items(), key=lambda kv: (GAMES.index(kv[0][1]), kv[0][2]))
+        if label == a and value is not None and scores.get((b, game, seed)) is not None
+    ]
+
+
+def paired(args) -> None:
+    """B against A on the (game, seed) pairs both ran: B - A of the normalised scores, their mean with a 95%
+    paired bootstrap interval and the paired sign-flip p over all pairs (rlrun.compare's statistics), and
+    per game. Run both settings on seeds never used to choose either (`learn --first-seed`)."""
+    import numpy as np
+
+    from rlrun.compare.stats import paired_bootstrap, sign_flip_p
+
+    pairs = paired_differences(seed_scores(Path(args.root), args.budget), args.a, args.b)
+    if not pairs:
+        raise SystemExit(f"no game and seed with a score at {args.budget:,} for both {args.a} and {args.b}")
+    rows = []
+    for game in GAMES:
+        here = [(s, x, y) for g, s, x, y in pairs if g == game]
+        if here:
+            seeds, x, y = zip(*here)
+            ahead = sum(v > u for u, v in zip(x, y))
+            rows.append([game, " ".join(map(str, seeds)), f"{np.mean(x):.2f}", f"{np.mean(y):.2f}",
+                         f"{np.mean(y) - np.mean(x):+.2f}", f"{ahead}/{len(x)}"])  # fmt: skip
+    x, y = np.array([p[2] for p in pairs]), np.array([p[3] for p in pairs])
+    low, high = paired_bootstrap(x, y)
+    rows.append(["all pairs", str(len(pairs)), f"{x.mean():.2f}", f"{y.mean():.2f}", f"{(y - x).mean():+.2f} "
+                 f"[{low:+.2f}, {high:+.2f}]", f"{int(np.sum(y > x))}/{len(pairs)}"])  # fmt: skip
+    report(
+        f"MinAtar, paired: B = {args.b} against A = {args.a} at {args.budget:,} frames",
+        ["game", "seeds", "A (mean)", "B (mean)", "B - A", "B ahead"],
+        rows,
+        notes=[
+            "scores: 100-episode training mean at the budget / the paper DQN's 5M value (as `aggregate`)",
+            f"paired sign-flip p over all pairs: {sign_flip_p(x, y):.3g} (two-sided); interval: 95% paired bootstrap",
+        ],
+        pin="runs as started by `learn` (see each run's train.log for its hardware and wall time)",
+    )
+
+
 def aggregate(args) -> None:
     """rliable's IQM of the normalised scores over every game and seed of a setting, with its 95% stratified
     bootstrap interval (resampling seeds within each game), for the settings with every game at the budget."""
@@ -424,6 +480,12 @@ def main() -> None:
     p.add_argument("--root", default="runs/minatar")
     p.add_argument("--budget", type=int, default=1_000_000, help="frames at which each run is scored")
     p.set_defaults(fn=aggregate)
+    p = sub.add_parser("paired", help="B against A on the games and seeds both ran: paired differences")
+    p.add_argument("--a", required=True, help="the incumbent's setting label (its folder's first part)")
+    p.add_argument("--b", required=True, help="the candidate's setting label")
+    p.add_argument("--root", default="runs/minatar")
+    p.add_argument("--budget", type=int, default=1_000_000, help="frames at which each run is scored")
+    p.set_defaults(fn=paired)
     p = sub.add_parser("speed", help="frames/s against the reference dqn.py, alternated")
     p.add_argument("--reference", required=True, help="kenjyoung/MinAtar's examples/dqn.py")
     p.add_argument("--game", default="Breakout", choices=GAMES)

@@ -79,6 +79,16 @@ def test_minatar_scores_are_normalised_by_the_paper_dqns_5m_value_per_game(tmp_p
     assert scores["x"]["SpaceInvaders"] == [43.0 / 43.0, None]
 
 
+def test_minatar_pairs_are_the_games_and_seeds_both_settings_scored(tmp_path):
+    import minatar_bench
+
+    scores = {("a", "Breakout", 10): 1.0, ("b", "Breakout", 10): 1.5, ("a", "Breakout", 11): 2.0,
+              ("b", "Breakout", 12): 9.0, ("a", "Asterix", 10): 0.5, ("b", "Asterix", 10): 0.25,
+              ("a", "Seaquest", 10): None, ("b", "Seaquest", 10): 3.0, ("c", "Breakout", 11): 7.0}  # fmt: skip
+    pairs = minatar_bench.paired_differences(scores, "a", "b")
+    assert pairs == [("Asterix", 10, 0.5, 0.25), ("Breakout", 10, 1.0, 1.5)]  # in the games' order, then seeds
+
+
 def test_preset_seeds_waits_for_the_process_that_owns_a_chunk(tmp_path, capsys):
     """Two preset_seeds filling one --keep folder: a chunk the other is training is waited for, not resumed
     beside it (which rlrun refuses as in use)."""
