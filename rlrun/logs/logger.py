@@ -207,8 +207,11 @@ class RunLogger:
             f"eval {'-' if last_eval is None else f'{last_eval:.1f}'}"
         )
 
-    def close(self, step: int, status: str = "finished", extra: dict[str, Any] | None = None) -> Summary:
-        """Write summary.json (rlrun.storage.summary: the run's figures, then `extra`) and close every file."""
+    def close(
+        self, step: int, status: str = "finished", extra: dict[str, Any] | None = None, now: float | None = None
+    ) -> Summary:
+        """Write summary.json (rlrun.storage.summary: the run's figures, then `extra`) and close every file.
+        `now`: the perf_counter() at which the run ended (the agents of one process share it)."""
         summary = run_summary.of_run(
             status=status,
             env_steps=step,
@@ -219,7 +222,7 @@ class RunLogger:
             reward_threshold=self.reward_threshold,
             solved_step=None if self.solved is None else self.solved["step"],
             solved_episode=None if self.solved is None else self.solved["episode"],
-            wall_time_s=self.wall_before + time.perf_counter() - self.start_time,
+            wall_time_s=self.wall_before + (time.perf_counter() if now is None else now) - self.start_time,
             extra=extra,
         )
         if self.best_mean is not None:

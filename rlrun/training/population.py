@@ -108,6 +108,9 @@ class Population:
         self.out_dir, self.seeds, self.num_envs = Path(out_dir), list(seeds), num_envs
         self.agents = len(self.seeds)
         self.loggers = list(loggers)
+        start = min((lg.start_time for lg in self.loggers), default=0.0)
+        for lg in self.loggers:  # the agents share the process: one start, one end (finish), one wall time
+            lg.start_time = start
         self.agent_of_env = np.arange(self.agents * num_envs) // num_envs  # vector env index -> agent
         self.dirs = [Path(d) for d in dirs] if dirs is not None else [self.out_dir / f"seed={s}" for s in self.seeds]
         self.labels = list(labels) if labels is not None else [f"seed={s}" for s in self.seeds]
@@ -193,6 +196,7 @@ class Population:
         """Each agent's model.pt, summary.json and returns.png; the run's summary (with K > 1 also written
         to the run directory: the agents' summaries and their mean final return, which sweepers optimise)."""
         summaries: dict[int, Summary] = {}
+        now = time.perf_counter()  # before any agent's files are written: every agent's wall time ends here
         for k, lg in enumerate(self.loggers):
             if k in self.failed:  # stopped in this session, or in an earlier one of a resumed run
                 summaries[k] = self.failed_summaries.get(k) or run_summary.read(self.dir(k))
@@ -200,7 +204,7 @@ class Population:
             state = online.state_dict() if self.agents == 1 else online.agent_state_dict(k)
             with rundir.open_atomic(self.dir(k) / "model.pt") as f:
                 torch.save(state, f)
-            summaries[k] = lg.close(step, status, {**extra, **self.shared()})
+            summaries[k] = lg.close(step, status, {**extra, **self.shared()}, now=now)
             if plot_title is not None:
                 lg.plot(f"{plot_title} {self.labels[k]}")
         if self.agents == 1:

@@ -268,6 +268,10 @@ def test_each_agent_of_a_batched_run_is_its_single_seed_run(compose, tmp_path, v
         )
     top = json.loads((batched / "summary.json").read_text())
     assert top["seeds"] == [5, 6] and set(top["agents"]) == {"5", "6"}
+    # the agents share the process: one wall time and speed (before: each agent's ended after the agents
+    # before it had saved their models and drawn their figures)
+    walls = {json.loads((batched / f"seed={s}" / "summary.json").read_text())["wall_time_s"] for s in (5, 6)}
+    assert len(walls) == 1, walls
 
 
 def test_batched_multirun_reports_agents_as_seeds(tmp_path):
