@@ -37,8 +37,8 @@ class FinishedRunError(ConfigError):
         ValueError.__init__(
             self,
             f"{run_dir} is finished: it trained {step:,} env steps of total_steps={total_steps:,}; to train it "
-            f"further, resume it with a larger budget, e.g. python -m rlrun.resume {run_dir} "
-            f"total_steps={2 * total_steps}",
+            f"further, resume it with a budget above the steps trained, e.g. python -m rlrun.resume {run_dir} "
+            f"total_steps={2 * max(step, total_steps)}",
         )
         self.key, self.value, self.allowed = "total_steps", total_steps, f"more than {step}"
 

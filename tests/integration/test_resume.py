@@ -173,8 +173,11 @@ def test_resume_of_a_finished_run_says_it_is_finished_and_how_to_extend_it(finis
         err = in_process(*command, rc=2).stderr
         assert err.strip().splitlines() == [
             f"rlrun: {run} is finished: it trained 1,500 env steps of total_steps=1,500; to train it further, "
-            f"resume it with a larger budget, e.g. python -m rlrun.resume {run} total_steps=3000"
+            f"resume it with a budget above the steps trained, e.g. python -m rlrun.resume {run} total_steps=3000"
         ], err
+    # a budget below the steps trained: the example is above them (before: twice the budget typed, 1,000)
+    err = in_process("rlrun.resume", run, "total_steps=500", rc=2).stderr
+    assert "it trained 1,500 env steps of total_steps=500" in err and err.strip().endswith("total_steps=3000"), err
     assert (sorted(p.name for p in (run / ".hydra").iterdir()), (run / "summary.json").read_bytes()) == before
 
 
