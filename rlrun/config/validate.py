@@ -203,6 +203,9 @@ def _run(cfg: DictConfig) -> None:
     one_of(cfg, "objective", list(OBJECTIVES))
     in_range(cfg, "seed", 0, 2**32 - 1)
     positive(cfg, "seeds")
+    if cfg.seed + cfg.seeds - 1 > 2**32 - 1:  # the agents' seeds are seed ... seed + seeds - 1: numpy's range
+        allowed = f"at most {2**32 - cfg.seeds} with seeds={cfg.seeds} (each agent's seed < 2**32)"
+        raise ConfigError("seed", cfg.seed, allowed)
     if cfg.seeds > 1:
         _validate_batched(cfg)
     _validate_agents(cfg)
