@@ -71,7 +71,20 @@ def integral(overrides: list[str], defaults: DictConfig) -> list[str]:
 def unknown_option(error: Exception) -> ConfigError | None:
     """The ConfigError for a group option that does not exist (`network=foo`), naming the group's options;
     None for any other composition error."""
-    if not isinstance(error, MissingConfigException) or not error.options or not error.missing_cfg_file:
+    if not isinstance(error, MissingConfigException) or not error.missing_cfg_file:
         return None
     group, _, option = error.missing_cfg_file.rpartition("/")
-    return ConfigError(group, option, "one of " + ", ".join(error.options))
+    options = error.options or group_options(group)  # Hydra lists none for an option inside a list: logger=[x]
+    if not options:
+        return None
+    return ConfigError(group, option, "one of " + ", ".join(options))
+
+
+def group_options(group: str) -> list[str]:
+    """The options of a config group of rlrun's config folder (its YAML files), sorted; [] for no such group."""
+    from importlib.resources import files
+
+    folder = files("rlrun.conf").joinpath(*group.split("/"))
+    if not folder.is_dir():
+        return []
+    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))

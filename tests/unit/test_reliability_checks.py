@@ -19,6 +19,7 @@ BAD_CONFIGS = [
     (["-m", "seed=0,1", "algo.gamma=2"], "algo.gamma"),
     (["env.id=Blackjack-v1"], "Tuple(Discrete(32)"),
     (["env.id=NoSuchEnv-v0"], "env.id"),
+    (["logger=[tensorboard,csvv]"], "logger='csvv': allowed one of csv, mlflow, tensorboard, wandb"),  # was Hydra's
     (["seeds=3", "seed=4294967294"], "seed=4294967294: allowed at most 4294967293 with seeds=3"),  # was a traceback
 ]
 
