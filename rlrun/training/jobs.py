@@ -83,8 +83,10 @@ def backend_lines(runs: list[dict[str, Any]], out_dir: Path) -> list[str]:
     logged = [r.get("logged_to", {}) for r in runs]
     first = logged[0] if logged else {}
     lines = []
-    if "tensorboard" in first:
-        lines.append(f"  tensorboard --logdir {rundir.shell_quote(out_dir)}")
+    if "tensorboard" in first:  # a group of the batched launcher writes in its sweep's job folders
+        from rlrun.storage.agent_dirs import root
+
+        lines.append(f"  tensorboard --logdir {rundir.shell_quote(root(out_dir))}")
     if not any(logged):  # logger=[]
         lines.append("  no logging backend: see episodes.csv and summary.json")
     if "csv" in first:

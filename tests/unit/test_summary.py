@@ -203,3 +203,14 @@ def test_the_robust_objective_counts_seeds_that_solved_and_held_then_the_80th_pe
     assert summary.objective({"status": "failed", "error": "x"}, "robust") == 0.0  # none held: the worst score
     assert summary.objective(None, "robust") == 0.0  # a job that failed before its summary
     assert summary.objective(batched) is None  # the default: final_mean_return_100, which this one lacks
+
+
+def test_the_tensorboard_hint_of_a_batched_launcher_group_is_its_sweep_folder(tmp_path):
+    """A group of the batched launcher (`<sweep>/.batched/<group>`, resumed on its own) writes its events in
+    the sweep's job folders: the hint opens the sweep (before: the group folder, which holds no events)."""
+    from rlrun.training.jobs import backend_lines
+
+    runs = [{"logged_to": {"tensorboard": {"logdir": str(tmp_path / "sw" / f"lr={lr}" / "seed=0")}}} for lr in (1, 2)]
+    group = tmp_path / "sw" / ".batched" / "jobs0-1"
+    assert backend_lines(runs, group) == [f"  tensorboard --logdir {tmp_path / 'sw'}"]
+    assert backend_lines(runs[:1], tmp_path / "run") == [f"  tensorboard --logdir {tmp_path / 'run'}"]
