@@ -75,6 +75,9 @@ def summary_lines(summary: dict[str, Any], out_dir: Path) -> str:
         + (f" (at step {', '.join(f'{s:,}' for s in solved)})" if solved else ""),
         f"  run directory: {out_dir}",
     ]
+    sweep = Path(out_dir).parent.parent if Path(out_dir).parent.name == ".batched" else None
+    if sweep is not None and (sweep / "report.md").is_file():  # a resumed group: the sweep's report predates it
+        lines.append(f"  the sweep's report is older than this run: python -m rlrun.report {rundir.shell_quote(sweep)}")
     return "\n".join(lines + backend_lines(runs, out_dir))
 
 

@@ -214,3 +214,16 @@ def test_the_tensorboard_hint_of_a_batched_launcher_group_is_its_sweep_folder(tm
     group = tmp_path / "sw" / ".batched" / "jobs0-1"
     assert backend_lines(runs, group) == [f"  tensorboard --logdir {tmp_path / 'sw'}"]
     assert backend_lines(runs[:1], tmp_path / "run") == [f"  tensorboard --logdir {tmp_path / 'run'}"]
+
+
+def test_a_resumed_group_whose_sweep_has_a_report_says_how_to_rewrite_it(tmp_path):
+    from rlrun.training.jobs import summary_lines
+
+    agent = {"env_steps": 10, "wall_time_s": 1.0, "final_mean_return_100": 1.0, "final_eval_return": None,
+             "solved_step": None, "logged_to": {}}  # fmt: skip
+    group = tmp_path / "sw" / ".batched" / "jobs0-1"
+    hint = f"the sweep's report is older than this run: python -m rlrun.report {tmp_path / 'sw'}"
+    assert hint not in summary_lines({"status": "finished", "agents": {"0": agent}}, group)
+    group.mkdir(parents=True)
+    (tmp_path / "sw" / "report.md").write_text("# Sweep report")
+    assert hint in summary_lines({"status": "finished", "agents": {"0": agent}}, group)
