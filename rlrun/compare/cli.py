@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> None:
             decide_folders(a, b, metric, alpha, folder(own, f"{a.name}_vs_{b.name}"), command_line)
             return
         if own["A"] and a.is_dir() or own["B"] and b.is_dir():
+            folder_arm, other = ("A", "B") if own["A"] and a.is_dir() else ("B", "A")
+            if own[other] and "=" not in own[other]:  # not the defaults, no override: a folder not there
+                raise BadInput(f"{other}={own[other]}: no such folder ({folder_arm} is a folder of runs)")
             raise BadInput("A and B are both folders of runs or both overrides, not one of each")
         from rlrun.compare.run import prepare, run_rounds
 

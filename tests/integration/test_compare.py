@@ -21,6 +21,9 @@ COMMAND = [sys.executable, "-m", "rlrun.compare"]
     [
         (["A=", "B=network=nope"], "arm B (network=nope): Invalid config"),
         (["A=", "B=", "optimizer.lrr=1"], "no key optimizer.lrr in the config (did you mean optimizer.lr?)"),
+        (["A=.", "B=nope/runs"], "B=nope/runs: no such folder (A is a folder of runs)"),
+        (["A=", "B=."], "A and B are both folders of runs or both overrides, not one of each"),
+        (["A=.", "B=network=dueling"], "A and B are both folders of runs or both overrides, not one of each"),
         (["A=", "B=", "metric=speed"], "metric=speed: allowed solved, steps, final, auc"),
         (["A=total_steps=1000", "B=", "metric=steps"], "metric=steps needs one budget for both arms"),
         (["A=", "B=", "seeds=10", "max_seeds=5"], "max_seeds=5: at least seeds=10"),
