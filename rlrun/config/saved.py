@@ -149,17 +149,19 @@ def resumed(run_dir: Path, saved: DictConfig, overrides: list[str], composed: Di
             if top != "resume":  # a group (logger=[...]) is merged onto its typed node, a value replaced
                 value = OmegaConf.select(composed, key)
                 OmegaConf.update(cfg, key, value, merge=isinstance(value, DictConfig))
-        elif OmegaConf.select(composed, key) != OmegaConf.select(cfg, key):
-            raise unsafe_override(run_dir, override)
+        elif (typed := OmegaConf.select(composed, key)) != (kept := OmegaConf.select(cfg, key)):
+            raise unsafe_override(run_dir, override, typed, kept)
     return cfg
 
 
-def unsafe_override(run_dir: Path, override: str) -> ConfigError:
-    """The refusal of an override that would change a resumed run's experiment."""
+def unsafe_override(run_dir: Path, override: str, typed: Any = None, saved: Any = None) -> ConfigError:
+    """The refusal of an override that would change a resumed run's experiment; `typed` and `saved`: the
+    key's value as composed and as saved, where known (None: the override as typed, no saved value named)."""
+    known = saved is not None and not isinstance(saved, DictConfig)
     return ConfigError(
         override.lstrip("+~").partition("=")[0],
-        override.partition("=")[2],
-        f"only the saved value when resuming {run_dir}, as it "
+        override.partition("=")[2] if typed is None or isinstance(typed, DictConfig) else typed,
+        f"only the saved value{f' {saved!r}' if known else ''} when resuming {run_dir}, as it "
         f"changes the experiment (a resume may change {', '.join(RESUME_SAFE[:-1])})",
     )
 

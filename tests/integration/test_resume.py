@@ -161,6 +161,8 @@ def test_resume_extends_a_finished_run_and_refuses_experiment_changes(finished, 
     run = copy_run(finished, tmp_path / "run")
     err = in_process("rlrun.train", *ARGS, f"resume={run}", "network.hidden_sizes=[32]", rc=2).stderr
     assert "network.hidden_sizes" in err
+    err = in_process("rlrun.resume", run, "algo.gamma=0.9", rc=2).stderr  # the value as typed and the saved one
+    assert "Invalid config value algo.gamma=0.9: allowed only the saved value 0.99 when resuming" in err, err
     in_process("rlrun.train", *ARGS, f"resume={run}", "total_steps=2500", rc=0)
     assert json.loads((run / "summary.json").read_text())["env_steps"] == 2500
     assert (run / ".hydra" / "overrides.yaml").read_text().count("total_steps=1500") == 1  # original kept
