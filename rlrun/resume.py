@@ -73,6 +73,14 @@ def load_state(run_dir: Path) -> dict[str, Any]:
                 f"a run with a checkpoint; this job of a batched sweep is checkpointed with its group {group}: "
                 f"continue it with {rundir.resume_command(group)}",
             ) from None
+        parent = run_dir.absolute().parent
+        if no_file and (parent / ckpt.LATEST).is_file() and rundir.holds_run(parent):  # an agent of seeds=K
+            raise ConfigError(
+                "resume",
+                str(run_dir),
+                f"a run with a checkpoint; this agent is checkpointed with its batched run {parent}: "
+                f"continue it with {rundir.resume_command(parent)}",
+            ) from None
         raise ConfigError("resume", str(run_dir), f"a run with a loadable checkpoint ({e})") from None
     if path.name != ckpt.LATEST:
         print(
