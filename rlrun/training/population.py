@@ -76,12 +76,12 @@ class ProgressLines:
             return None
         rate = (step - self.last_step) / max(now - self.last_time, 1e-9)  # env steps per agent per second
         self.last_time, self.last_step = now, step
-        eta = int((self.total - step) / rate) if rate > 0 else None
+        eta = int(max(self.total - step, 0) / rate) if rate > 0 else None
         means = [m for m in (lg.mean_return for lg in loggers) if m is not None]
         evals = [e for e in (lg.last_eval for lg in loggers) if e is not None]
         agents = f" ({len(loggers)} agents)" if len(loggers) > 1 else ""
         return (
-            f"rlrun: step {step:,}/{self.total:,} ({step / self.total:.0%}), "
+            f"rlrun: step {step:,}/{self.total:,} ({min(step / self.total, 1):.0%}), "  # whole vector steps may pass it
             f"{sum(lg.episode for lg in loggers):,} episodes{agents}, ret100 {_spread(means)}, "
             f"eval {_spread(evals)}, {rate:,.0f} step/s, "
             f"ETA {'-' if eta is None else f'{eta // 3600}:{eta // 60 % 60:02d}:{eta % 60:02d}'}"

@@ -95,6 +95,8 @@ def test_progress_lines_come_every_interval_seconds_and_at_the_end(tmp_path):
     assert lines.line(500, [logger]) is None  # an hour has not passed
     assert lines.line(1000, [logger]).startswith("rlrun: step 1,000/1,000 (100%), 1 episodes, ret100 9.0, eval -")
     assert ProgressLines(1000, 0, 0.0).line(500, [logger]) is not None
+    # 8 envs: the last vector step ends at 1,008, past the budget (was "(101%)")
+    assert ProgressLines(1000, 0, 0.0).line(1008, [logger]).startswith("rlrun: step 1,008/1,000 (100%)")
     logger.close(1000)
 
 
