@@ -178,7 +178,8 @@ class Runner:
     def _stop(self) -> None:
         name = signal.Signals(self.stopped_by or signal.SIGTERM).name
         print(
-            f"rlrun.compare: stopped by {name}; rerun the same command to continue: {self.command_line}",
+            f"rlrun.compare: stopped by {name}; rerun the same command to continue (it resumes the round's run "
+            f"itself): {self.command_line}",
             file=sys.stderr,
             flush=True,
         )

@@ -166,7 +166,10 @@ def test_an_interrupted_comparison_continues_where_it_stopped(tmp_path):
     os.kill(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 75, err[-3000:]
-    assert "rlrun.compare: stopped by SIGTERM; rerun the same command to continue: python -m rlrun.compare A=" in err
+    assert (
+        "rlrun.compare: stopped by SIGTERM; rerun the same command to continue (it resumes the round's run "
+        "itself): python -m rlrun.compare A=" in err
+    )
     assert not (out / "A" / "seeds2-3" / "summary.json").exists() and not (out / "B" / "seeds2-3").exists()
 
     again = compare(*args, cwd=tmp_path)
