@@ -234,12 +234,6 @@ def plan(argv: list[str]) -> Plan | None:
     except ValueError as e:
         raise CompositionError(one_line(e)) from None
     overrides = list(args.overrides)
-    given: dict[str, str] = {}
-    for override in overrides:  # Hydra keeps the last value silently; a repeated key is likely a slip
-        key = override.lstrip("+~").partition("=")[0]
-        if key in given and not override.startswith("~") and not given[key].startswith("~"):
-            raise CompositionError(f"{key} is given twice ({given[key]} and {override}): give it once")
-        given[key] = override
     try:
         base = compose([o for o in overrides if not _is_sweep(o)] if args.multirun else overrides, source)
     except CompositionError as e:
