@@ -37,6 +37,7 @@ from rlrun import console
 from rlrun.config import preflight, schemas as config
 from rlrun.config.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSource, composed_once
 from rlrun.config.argv import normalized_argv
+from rlrun.config.overrides import group_options
 from rlrun.config.schemas import register_configs
 from rlrun.errors import ConfigError
 from rlrun.storage import rundir
@@ -169,7 +170,7 @@ def config_groups() -> dict[str, list[str]]:
     groups = {}
     for entry in sorted(files("rlrun.conf").iterdir(), key=lambda e: e.name):
         if entry.is_dir() and entry.name not in ("hydra", "__pycache__"):
-            options = sorted(f.name[:-5] for f in entry.iterdir() if f.name.endswith(".yaml"))
+            options = group_options(entry.name)
             if options:
                 groups[entry.name] = options
     return groups

@@ -257,16 +257,15 @@ def plot(args) -> None:
 def normalised_scores(root: Path, budget: int) -> dict[str, dict[str, list[float | None]]]:
     """{setting: {game: [each seed's 100-episode training mean at `budget` / the paper DQN's 5M value]}}."""
     scores: dict[str, dict[str, list[float | None]]] = {}
-    for label, game, _seed, episodes in agent_runs(root):
-        value = value_at(*moving_means(episodes), budget, reach=0.95)  # Freeway's games last 2,500 frames
-        reference = PAPER_DQN[game][5_000_000]
-        scores.setdefault(label, {}).setdefault(game, []).append(None if value is None else value / reference)
+    for (label, game, _seed), value in seed_scores(root, budget).items():
+        scores.setdefault(label, {}).setdefault(game, []).append(value)
     return scores
 
 
 def seed_scores(root: Path, budget: int) -> dict[tuple[str, str, int], float | None]:
     """{(setting, game, seed): the 100-episode training mean at `budget` / the paper DQN's 5M value}."""
     return {
+        # reach: Freeway's games last 2,500 frames
         (label, game, seed): None if (v := value_at(*moving_means(ep), budget, reach=0.95)) is None
         else v / PAPER_DQN[game][5_000_000]
         for label, game, seed, ep in agent_runs(root)

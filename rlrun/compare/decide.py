@@ -102,7 +102,7 @@ def verdict(last: Look, metric: str, threshold: float | None, rounds: int, budge
         what += f", discordant seeds {last.only_b} B-only and {last.only_a} A-only"
     else:
         low, high = last.interval
-        f = ",.0f" if metric == "steps" else ".1f"
+        f = number_format(metric)
         what = (
             f"{WHAT[metric]} {last.b:{f}} (B) against {last.a:{f}} (A), difference B - A {last.b - last.a:+{f}} "
             f"[{low:+{f}}, {high:+{f}}] ({percent(last.interval_level)}% paired bootstrap)"
@@ -124,6 +124,11 @@ def percent(level: float) -> str:
         if float(text) < 100 or level >= 1:
             return text
     return text
+
+
+def number_format(metric: str) -> str:
+    """How the metric's values print: whole env steps with thousands separators, returns to one decimal."""
+    return ",.0f" if metric == "steps" else ".1f"
 
 
 def better_chance(metric: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rlrun.compare.decide import WHAT, Look, better_chance, test_name
+from rlrun.compare.decide import WHAT, Look, better_chance, number_format, test_name
 from rlrun.compare.stats import rate_interval
 from rlrun.storage import rundir
 
@@ -54,7 +54,7 @@ def looks_table(looks: list[Look], metric: str) -> list[str]:
             for lk in looks
         ]
     else:
-        f = ",.0f" if metric == "steps" else ".1f"
+        f = number_format(metric)
         head = (
             "| round | paired seeds | mean A | mean B | B - A (paired bootstrap at 1 - level) "
             f"| {better_chance(metric)} | p | level |"
@@ -127,7 +127,7 @@ def write(
         low, high = last.interval
         lines.append(f"- B - A solve rate: {100 * low:+.0f} to {100 * high:+.0f} points (95% paired bootstrap)")
     else:
-        f = ",.0f" if metric == "steps" else ".1f"
+        f = number_format(metric)
         for arm in ("A", "B"):
             iqm, lo, hi = iqm_ci(both[f"{arm.lower()}_{metric}"].to_numpy(float))
             lines.append(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from importlib.resources import files
 
 from hydra.errors import MissingConfigException
 from omegaconf import DictConfig, OmegaConf
@@ -82,8 +83,6 @@ def unknown_option(error: Exception) -> ConfigError | None:
 
 def group_options(group: str) -> list[str]:
     """The options of a config group of rlrun's config folder (its YAML files), sorted; [] for no such group."""
-    from importlib.resources import files
-
     folder = files("rlrun.conf").joinpath(*group.split("/"))
     if not folder.is_dir():
         return []

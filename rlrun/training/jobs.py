@@ -9,6 +9,7 @@ anything was kept (rlrun.training.signals)
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 import traceback
@@ -75,20 +76,22 @@ def summary_lines(summary: dict[str, Any], out_dir: Path) -> str:
         + (f" (at step {', '.join(f'{s:,}' for s in solved)})" if solved else ""),
         f"  run directory: {out_dir}",
     ]
-    sweep = Path(out_dir).parent.parent if Path(out_dir).parent.name == ".batched" else None
-    if sweep is not None and (sweep / "report.md").is_file():  # a resumed group: the sweep's report predates it
-        lines.append(f"  the sweep's report is older than this run: python -m rlrun.report {rundir.shell_quote(sweep)}")
+    from rlrun.storage.agent_dirs import root
+
+    top = root(out_dir)  # a group of the batched launcher (<sweep>/.batched/<group>): its sweep
+    if top != Path(os.path.abspath(out_dir)) and (top / "report.md").is_file():  # the report predates this resume
+        lines.append(f"  the sweep's report is older than this run: python -m rlrun.report {rundir.shell_quote(top)}")
     return "\n".join(lines + backend_lines(runs, out_dir))
 
 
 def backend_lines(runs: list[dict[str, Any]], out_dir: Path) -> list[str]:
     """Where the logging backends hold the run, as commands to open it (`logged_to` in summary.json)."""
+    from rlrun.storage.agent_dirs import root
+
     logged = [r.get("logged_to", {}) for r in runs]
     first = logged[0] if logged else {}
     lines = []
     if "tensorboard" in first:  # a group of the batched launcher writes in its sweep's job folders
-        from rlrun.storage.agent_dirs import root
-
         lines.append(f"  tensorboard --logdir {rundir.shell_quote(root(out_dir))}")
     if not any(logged):  # logger=[]
         lines.append("  no logging backend: see episodes.csv and summary.json")
