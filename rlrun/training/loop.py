@@ -264,7 +264,8 @@ class Trainer:
                 self.step, self.iteration, self.obs = step, iteration, obs
                 if crossed(ckpt_every):
                     self.save_checkpoint()
-                self.stop_if_signalled()
+                if self.signal is not None:  # inline: the check runs at every env step
+                    self.stop_if_signalled()
                 if s.stop_on_solve and population.all_solved:  # with K > 1: once every agent has solved
                     status = "solved"
                     break
