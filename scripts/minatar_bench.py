@@ -68,7 +68,8 @@ SETTINGS = {
     # Rainbow (+experiment=rainbow: C51, PER, noisy dueling head, Double, 3-step, an update per 4 frames) on
     # the MinAtar preset's network, replay, target period and Adam epsilon
     "rainbow": ["env=minatar", "+experiment=rainbow"],
-    # Rainbow exploring epsilon-greedy (the preset's schedule) instead of through noisy layers
+    # Rainbow exploring epsilon-greedy (the preset's schedule) instead of through noisy layers; named
+    # +experiment=rainbow_minatar (the same config under its own exp_name)
     "rainbow_eps": ["env=minatar", "+experiment=rainbow", "network.noisy=false"],
     # Munchausen-DQN (algo=mdqn at the paper's alpha 0.9, temperature 0.03, l0 -1) on the DQN preset with an
     # update per four frames: its dueling network, 3-step returns, replay, target period and Adam

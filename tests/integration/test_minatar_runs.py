@@ -86,6 +86,20 @@ def test_the_preset_updates_once_per_four_frames_and_so_do_its_family_rows(compo
     assert compose("env=minatar", "+experiment=minatar_paper").algo.train_freq == 1
 
 
+def test_rainbow_minatar_is_the_measured_rainbow_row(compose):
+    """+experiment=rainbow_minatar names the row measured as `env=minatar +experiment=rainbow
+    network.noisy=false` (minatar_bench's rainbow_eps, docs/results/minatar.md): the same config but its name."""
+    from omegaconf import OmegaConf
+
+    named = OmegaConf.to_container(compose("+experiment=rainbow_minatar", "env.id=MinAtar/Asterix-v0"))
+    row = OmegaConf.to_container(
+        compose("env=minatar", "+experiment=rainbow", "network.noisy=false", "env.id=MinAtar/Asterix-v0")
+    )
+    assert named.pop("exp_name") == "rainbow_minatar" and row.pop("exp_name") == "rainbow"
+    assert named == row
+    assert named["network"]["num_atoms"] == 51 and not named["network"]["noisy"] and named["algo"]["train_freq"] == 4
+
+
 def test_the_paper_experiment_is_the_papers_dqn(compose):
     cfg = compose("+experiment=minatar_paper", "env.id=MinAtar/Seaquest-v0")
     assert cfg.env.id == "MinAtar/Seaquest-v0" and cfg.env.num_envs == 1 and cfg.total_steps == 5_000_000
