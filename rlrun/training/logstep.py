@@ -27,7 +27,7 @@ def log_step(trainer: Any, step: int, sps: float) -> None:
         common["device/memory_allocated_mb"] = torch.cuda.memory_allocated(device) / 2**20
         common["device/max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     if trainer.graphed is not None:  # the device-side non-finite flag, read with the metrics
-        trainer._check_graphed(step)
+        trainer.check_graphed(step)
     per_agent = window.read(buffer.stats() if window and buffer.prioritized else None)
     if not s.rollout:  # PQN's rollout is full at every update: its fill says nothing
         per_agent["replay/size"] = buffer.sizes.tolist()

@@ -138,7 +138,8 @@ class Trainer:
         if len(population.failed) == population.agents:
             raise NonFiniteError(f"every agent turned non-finite (the last at env step {step})")
 
-    def _check_graphed(self, step: int) -> None:
+    def check_graphed(self, step: int) -> None:
+        """Raise NonFiniteError (saving the state) if a CUDA-graphed update turned non-finite since the last check."""
         assert self.graphed is not None
         try:
             self.graphed.check()
