@@ -43,5 +43,17 @@ class FinishedRunError(ConfigError):
         self.key, self.value, self.allowed = "total_steps", total_steps, f"more than {step}"
 
 
+class SolvedRunError(ConfigError):
+    """A resume of a run that `stop_on_solve` stopped: it says so, and how to train it on."""
+
+    def __init__(self, run_dir: str, step: int):
+        ValueError.__init__(
+            self,
+            f"{run_dir} is finished: stop_on_solve=true stopped it when solved, at env step {step:,}; to train it "
+            f"further, resume it with python -m rlrun.resume {run_dir} stop_on_solve=false",
+        )
+        self.key, self.value, self.allowed = "stop_on_solve", True, "false"
+
+
 class NonFiniteError(FloatingPointError):
     """A loss, gradient norm or Q-value became NaN or infinite."""

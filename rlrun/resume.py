@@ -32,7 +32,7 @@ import yaml
 
 from rlrun import console
 from rlrun.config import preflight, saved as saved_config
-from rlrun.errors import ConfigError, FinishedRunError
+from rlrun.errors import ConfigError, FinishedRunError, SolvedRunError
 from rlrun.run import train
 from rlrun.storage import agent_dirs, bounded, checkpoint as ckpt, rundir
 from rlrun.training.agents import dir_plan
@@ -91,8 +91,12 @@ def load_state(run_dir: Path) -> dict[str, Any]:
 
 
 def check_unfinished(run_dir: Path, state: dict[str, Any], cfg: DictConfig) -> None:
-    """Refuse to resume a run that has trained its budget (`total_steps`, this command line's if it sets one)."""
-    if state["step"] >= cfg.total_steps:
+    """Refuse to resume a run that has trained its budget (`total_steps`, this command line's if it sets one)
+    and owes nothing at its last step (a signal can cut the final evaluation short: the resume runs it), or
+    that `stop_on_solve` stopped, unless this command line sets stop_on_solve=false."""
+    if state.get("solved") is True and cfg.stop_on_solve:
+        raise SolvedRunError(rundir.shell_quote(run_dir), state["step"])
+    if state["step"] >= cfg.total_steps and not state.get("pending"):
         raise FinishedRunError(rundir.shell_quote(run_dir), state["step"], cfg.total_steps)
 
 

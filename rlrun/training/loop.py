@@ -67,6 +67,7 @@ class Trainer:
         # What the step `self.step` still owes after a signal cut its evaluation short ("eval", then "pbt"
         # if a PBT round needed it): checkpointed, and done first on resume, so no evaluation is lost.
         self.pending: list[str] = []
+        self.solved = False  # stop_on_solve stopped the run (a resume with stop_on_solve=false trains on)
         if resume is None:
             self.obs, _ = envs.reset(seed=population.env_seeds())
             if parts.frames is not None:
@@ -215,6 +216,8 @@ class Trainer:
             if self.pending:
                 self.finish_pending(step)
                 self.stop_if_signalled()
+            if s.stop_on_solve and population.all_solved:  # resumed with stop_on_solve=true, already solved
+                status, total_steps = "solved", step
             while step < total_steps:
                 explore, actions = exploration.next(epsilon_at(step))  # (K, num_envs): each agent's own stream
                 explore, actions = explore.reshape(-1), actions.reshape(-1)
@@ -265,15 +268,16 @@ class Trainer:
                 self.step, self.iteration, self.obs = step, iteration, obs
                 if crossed(ckpt_every):
                     self.save_checkpoint()
+                if s.stop_on_solve and population.all_solved:  # with K > 1: once every agent has solved
+                    status = "solved"  # before a signal's stop: the run is done, its resume would train on
+                    break
                 if self.signal is not None:  # inline: the check runs at every env step
                     self.stop_if_signalled()
-                if s.stop_on_solve and population.all_solved:  # with K > 1: once every agent has solved
-                    status = "solved"
-                    break
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
+        self.solved = status == "solved"
         self.save_checkpoint()
         extra: dict[str, Any] = {"gradient_updates": learner.updates}
         if parts.device.type == "cuda":

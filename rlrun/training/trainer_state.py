@@ -36,6 +36,7 @@ def state_dict(self: Any) -> dict[str, Any]:
         "failed_agents": dict(self.population.failed),
         "pbt": None if self.pbt is None else self.pbt.state_dict(),
         "pending": list(self.pending),
+        "solved": self.solved,
     }
 
 
@@ -73,6 +74,11 @@ def load_state_dict(self: Any, state: dict[str, Any]) -> None:
     if self.pbt is not None:
         self.pbt.load_state_dict(state["pbt"], self)
     self.pending = _pending(state.get("pending", []), self.pbt is not None)
+    self.solved = state.get("solved", False) is True
+    if p.eval_envs is None:  # resumed with eval.interval=0: no evaluation is owed, and none ranks PBT's agents
+        self.pending = [x for x in self.pending if x != "eval"]
+        if self.pbt is not None:
+            self.pbt.eval_fitness = None
 
 
 def _pending(pending: Any, pbt: bool) -> list[str]:

@@ -105,6 +105,26 @@ def test_a_signal_during_the_evaluation_a_round_ranks_by_defers_both_to_the_resu
         assert all(torch.equal(a[n], b[n]) for n in a), k
 
 
+def test_a_pbt_run_resumed_without_evaluations_ranks_by_training_returns(compose, tmp_path, monkeypatch):
+    """pbt.fitness=auto ranks by the greedy evaluations while they run: a resume with eval.interval=0 ranks its
+    rounds by training returns (before: by the last evaluation before the resume, at every round after it)."""
+    from test_reliability import in_process
+
+    from rlrun.training.pbt import PBT
+
+    args = [*PBT_RUN, "pbt.fitness=auto", "eval.interval=800", "eval.episodes=2", "total_steps=1600"]
+    train(compose(*args), tmp_path)
+    ranked_by, real = [], PBT.round
+
+    def recording(self, trainer, step):
+        ranked_by.append((step, self.eval_fitness))
+        real(self, trainer, step)
+
+    monkeypatch.setattr(PBT, "round", recording)
+    in_process("rlrun.resume", tmp_path, "total_steps=3200", "eval.interval=0", rc=0)
+    assert ranked_by == [(2400, None)]  # none at the end of a run (1600)
+
+
 @pytest.mark.slow  # a sweep of two populations with its report: about a minute
 def test_a_batched_sweep_runs_several_populations(tmp_path):
     args = ["-m", "hydra/launcher=batched", "seeds=4", "+pbt=truncation", "seed=0,4", "total_steps=1600",

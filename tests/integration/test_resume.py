@@ -109,11 +109,13 @@ def test_sigterm_saves_and_resume_equals_an_uninterrupted_run(compose, tmp_path)
         assert sa[tag] == sb[tag], tag
 
 
-def test_a_signal_during_an_evaluation_stops_it_and_the_resume_runs_it_first(compose, tmp_path, monkeypatch):
+@pytest.mark.parametrize("at_step", [2000, 3000])
+def test_a_signal_during_an_evaluation_stops_it_and_the_resume_runs_it_first(compose, tmp_path, monkeypatch, at_step):
     """An evaluation of long episodes can outlast a scheduler's grace after SIGTERM: the signal stops it at
     its next env step, the checkpoint owes that step's evaluation, and the resume runs it before the next
     step, so the resumed run logs what an uninterrupted one does (before: the signal waited for the whole
-    evaluation)."""
+    evaluation). The final evaluation too: its run, at its budget, is not finished until the resume runs it
+    (before: refused as finished, with neither model.pt nor summary.json)."""
     import rlrun.training.loop as loop
     from rlrun.train import Preempted
 
@@ -124,7 +126,7 @@ def test_a_signal_during_an_evaluation_stops_it_and_the_resume_runs_it_first(com
     real, stopped_at = loop.evaluate, []
 
     def signal_during_the_second(q_net, envs, seeds, device, stopped):
-        if len(stopped_at) == 0 and seeds[0] == 1_000_000 + 2000:  # seed 0, step 2000
+        if len(stopped_at) == 0 and seeds[0] == 1_000_000 + at_step:  # seed 0
             signal.raise_signal(signal.SIGTERM)  # into the loop's handler, as from a scheduler
             returns = real(q_net, envs, seeds, device, stopped)
             stopped_at.append(returns)
@@ -136,15 +138,68 @@ def test_a_signal_during_an_evaluation_stops_it_and_the_resume_runs_it_first(com
         train_in_process(compose, parts, *evals)
     assert stopped_at == [None]  # stopped before its first step
     state = torch.load(parts / ckpt.LATEST, weights_only=True)
-    assert (state["step"], state["pending"]) == (2000, ["eval"])
+    assert (state["step"], state["pending"]) == (at_step, ["eval"])
+    assert not (parts / "summary.json").exists()
     monkeypatch.undo()
 
     in_process("rlrun.train", *ARGS, *evals, f"resume={parts}", rc=0)
+    assert json.loads((parts / "summary.json").read_text())["status"] == "finished"
     sa, sb = scalars(whole), scalars(parts)
     assert [s for s, _ in sb["eval/mean_return"]] == [1000, 2000, 3000]
     for tag in set(sa) - TIME_BASED:
         assert sa[tag] == sb[tag], tag
     assert (parts / "episodes.csv").read_text() == (whole / "episodes.csv").read_text()
+
+
+def test_a_resume_without_evaluations_owes_none(compose, tmp_path, monkeypatch):
+    """A checkpoint owing an evaluation, resumed with eval.interval=0: the run goes on without it (before: a
+    traceback, as no evaluation envs were built)."""
+    import rlrun.training.loop as loop
+    from rlrun.train import Preempted
+
+    def signal_at_the_first(q_net, envs, seeds, device, stopped):
+        signal.raise_signal(signal.SIGTERM)
+        return real(q_net, envs, seeds, device, stopped)
+
+    real, parts = loop.evaluate, tmp_path / "parts"
+    monkeypatch.setattr(loop, "evaluate", signal_at_the_first)
+    with pytest.raises(Preempted):
+        train_in_process(compose, parts, "total_steps=2000", "eval.interval=1000", "eval.episodes=2")
+    monkeypatch.undo()
+    assert torch.load(parts / ckpt.LATEST, weights_only=True)["pending"] == ["eval"]
+    in_process("rlrun.resume", parts, "eval.interval=0", rc=0)
+    assert json.loads((parts / "summary.json").read_text())["env_steps"] == 2000
+    assert "eval/mean_return" not in scalars(parts)
+
+
+def test_a_solved_run_is_finished_and_a_signal_at_its_solving_step_does_not_change_it(compose, tmp_path, monkeypatch):
+    """stop_on_solve: a resume of the solved run is refused in one line naming stop_on_solve=false, which trains
+    it on (before: each resume trained one more vector step and rewrote model.pt); a signal arriving at the
+    step that solves lets the run finish solved (before: the resume trained a step past it)."""
+    args = ("total_steps=20000", "stop_on_solve=true", "env.reward_threshold=15")
+    solved = tmp_path / "solved"
+    summary = train_in_process(compose, solved, *args)
+    assert summary["status"] == "solved"
+    before = (solved / "model.pt").read_bytes()
+    proc = in_process("rlrun.resume", solved, rc=2)
+    assert "stop_on_solve=true stopped it" in proc.stderr and "stop_on_solve=false" in proc.stderr, proc.stderr
+    assert (solved / "model.pt").read_bytes() == before
+    in_process("rlrun.resume", solved, "stop_on_solve=false", "total_steps=" + str(summary["env_steps"] + 400), rc=0)
+    assert json.loads((solved / "summary.json").read_text())["status"] == "finished"
+
+    from rlrun.training.population import Population
+
+    real = Population.episodes_end
+
+    def signal_when_solved(self, step, episodes):
+        real(self, step, episodes)
+        if self.all_solved:
+            signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(Population, "episodes_end", signal_when_solved)
+    signalled = train_in_process(compose, tmp_path / "signalled", *args)
+    assert (signalled["status"], signalled["env_steps"]) == ("solved", summary["env_steps"])
+    assert (tmp_path / "signalled" / "model.pt").read_bytes() == before
 
 
 def test_two_runs_with_the_same_seed_log_identical_values(compose, tmp_path):
