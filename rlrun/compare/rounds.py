@@ -88,7 +88,14 @@ def saved_plan(root: Path) -> Plan | None:
 
 
 def check_plan(root: Path, plan: Plan) -> None:
-    """Refuse a folder that holds another comparison (RoundError, exit 2), or files not of a comparison."""
+    """Refuse a folder that holds another comparison (RoundError, exit 2), files not of a comparison, or a link
+    where a round would be written (an arm's folder or a round's run linked elsewhere: rlrun never writes
+    through a link)."""
+    rounds = [plan.round_dir(root, arm, first, n) for first, n in plan.rounds() for arm in ("A", "B")]
+    try:
+        rundir.check_unlinked(rounds, root)
+    except rundir.RunDirError as e:
+        raise RoundError(str(e), 2) from None
     saved = saved_plan(root)
     if saved is not None and saved != plan:
         changed = [k for k, v in asdict(plan).items() if asdict(saved).get(k) != v]

@@ -47,6 +47,8 @@ def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, c
     per_round, budget, first = _int(own, "seeds", 1), _int(own, "max_seeds", 1), _int(own, "seed", 0)
     if budget < per_round:
         raise BadInput(f"max_seeds={budget}: at least seeds={per_round}")
+    if first + budget - 1 > 2**32 - 1:  # every round's seeds, not only the first round's (checked below)
+        raise BadInput(f"seed={first}: at most {2**32 - budget} with max_seeds={budget} (every seed < 2**32)")
     overrides = {arm: arm_overrides(arm, own[arm]) for arm in ARMS}
     for arm in ARMS:
         check_overrides(f"{arm}={own[arm]!r}", overrides[arm])

@@ -53,6 +53,20 @@ def test_a_rerun_with_another_plan_is_refused(tmp_path):
         check_plan(tmp_path / "other", plan())
 
 
+def test_a_linked_arm_or_round_folder_is_refused(tmp_path):
+    """A round is never trained through a link (before: round A went into the link's target)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for linked in ("A", "B/seeds7004-7007"):
+        root = tmp_path / linked.replace("/", "_")
+        write_plan(root, plan())
+        (root / linked).parent.mkdir(parents=True, exist_ok=True)
+        (root / linked).symlink_to(elsewhere)
+        with pytest.raises(RoundError, match="is a link to .*never writes through a link") as e:
+            check_plan(root, plan())
+        assert e.value.code == 2
+
+
 def test_round_states(tmp_path):
     overrides = ["total_steps=1000", "seed=0", "seeds=2"]
     assert state(tmp_path / "none", overrides) == "new"
@@ -238,6 +252,10 @@ def test_the_arms_compose_with_presets_and_experiments_before_anything_is_writte
         prepare({**own, "A": "env=acrobot", "B": "env=cartpole"}, [], "final", 0.05, "")
     with pytest.raises(BadInput, match="metric=solved needs a reward threshold, and Pendulum-v1 has none"):
         prepare({**own, "A": "", "B": ""}, ["env=pendulum", "env.reward_threshold=null"], "solved", 0.05, "")
+    # the last round's seeds too (before: the first round's only, so that a later round failed after training)
+    with pytest.raises(BadInput, match=r"seed=4294967290: at most 4294967288 with max_seeds=8"):
+        prepare({**own, "seed": "4294967290"}, [], "final", 0.05, "")
+    assert not any(tmp_path.iterdir())
 
 
 def test_looks_of_stops_at_the_first_look_that_decides_and_asks_for_no_more_rounds():
