@@ -113,11 +113,30 @@ def _explained(error: Exception, overrides: list[str], source: ConfigSource) -> 
     except Exception:
         found = None
     if found is None:
-        return message
+        return _keys_here(message, overrides, source) or message
     key, near = found
     if f"override '{key}'" in message:
         return f"no key {key} in the config (did you mean {near}?)"
     return f"{message} (did you mean {near}?)"
+
+
+def _keys_here(message: str, overrides: list[str], source: ConfigSource) -> str | None:
+    """For Hydra's "Could not override 'algo.foo'. To append to your config use +algo.foo=..." (advice that the
+    schema then refuses): the line naming the keys the node has, or None."""
+    m = re.match(r"Could not override '([\w.]+)'\. To append", message)
+    if m is None:
+        return None
+    key = m.group(1)
+    parent = key.rpartition(".")[0]
+    try:
+        rest = _hydra_compose([o for o in overrides if o.lstrip("+~").partition("=")[0] != key], source)
+    except Exception:
+        return None
+    node = OmegaConf.select(rest, parent) if parent else rest
+    if not isinstance(node, DictConfig):
+        return None
+    keys = sorted(str(k) for k in node if not str(k).startswith("_") and str(k) != "hydra")
+    return f"no key {key} in the config (the keys of {parent or 'the config'} are {', '.join(keys)})"
 
 
 class CompositionError(ConfigError):

@@ -48,6 +48,12 @@ def test_an_unknown_key_gets_its_nearest_name(compose):
     [
         (["total_steps=1e5", "--cfg", "job"], "total_steps: 100000\n"),  # Hydra's own path reads it too
         (["netwrok=dueling"], "rlrun: Invalid config: no key netwrok in the config (did you mean network?)\n"),
+        # no near name: the node's keys (before: Hydra's advice to append it with +, which the schema refuses)
+        (
+            ["seeds=4", "+pbt=truncation", "pbt.foo=1"],
+            "rlrun: Invalid config: no key pbt.foo in the config (the "
+            "keys of pbt are fitness, fraction, initial, interval, perturb, resample_probability, space)\n",
+        ),
     ],
 )
 def test_the_command_line_reads_them_so(args, out):
