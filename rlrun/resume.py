@@ -34,7 +34,7 @@ from rlrun import console
 from rlrun.config import preflight, saved as saved_config
 from rlrun.errors import ConfigError, FinishedRunError, SolvedRunError
 from rlrun.run import train
-from rlrun.storage import agent_dirs, bounded, checkpoint as ckpt, rundir
+from rlrun.storage import agent_dirs, checkpoint as ckpt, rundir
 from rlrun.training.agents import dir_plan
 from rlrun.training.jobs import run_job
 
@@ -66,7 +66,7 @@ def load_state(run_dir: Path) -> dict[str, Any]:
         state, path = ckpt.load(run_dir)
     except ckpt.CheckpointError as e:
         no_file = not any((run_dir / name).exists() for name in (ckpt.LATEST, ckpt.PREVIOUS))
-        if no_file and (group := batched_group(run_dir)) is not None:
+        if no_file and (group := agent_dirs.batched_group(run_dir)) is not None:
             raise ConfigError(
                 "resume",
                 str(run_dir),
@@ -110,21 +110,6 @@ def with_saved_backends(overrides: list[str], saved: Any) -> list[str]:
         return overrides
     backends = [name for name in LOGGER_OPTIONS if logger.get(name) is not None]
     return [f"logger=[{','.join(backends)}]", *overrides]
-
-
-def batched_group(job_dir: Path) -> Path | None:
-    """The `<sweep>/.batched/jobs<a>-<b>` whose checkpoint holds this job of a batched sweep (the job's
-    number, from its `.hydra/hydra.yaml`, is in a..b), or None."""
-    sweep = next((p for p in job_dir.absolute().parents if (p / ".batched").is_dir()), None)
-    try:
-        num = int(bounded.load_yaml(job_dir / ".hydra" / "hydra.yaml")["hydra"]["job"]["num"])
-    except (bounded.FileRefused, KeyError, TypeError, ValueError):
-        return None
-    for group in sorted((sweep / ".batched").glob("jobs*")) if sweep is not None else []:
-        first, _, last = group.name.removeprefix("jobs").partition("-")
-        if first.isdigit() and (last or first).isdigit() and int(first) <= num <= int(last or first):
-            return group
-    return None
 
 
 def log_to(run_dir: Path) -> None:

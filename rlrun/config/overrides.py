@@ -5,6 +5,8 @@
 - `integral`: `total_steps=1e5` is Hydra's float 100000.0, which an integer key refuses; an integral
   float literal given to an integer key is rewritten as the integer (`total_steps=100000`). Anything else
   (a fraction, a sweep, a key that is not an integer) is left to Hydra and the schema.
+- `unknown_key`: an override of a key the config lacks gets rlrun's own line, naming the nearest key or
+  the keys the node has, instead of Hydra's advice to append it with `+` (which the schema then refuses).
 - `unknown_option`: `network=foo` is refused with rlrun's one line naming the group's options, instead of
   Hydra's "Could not find 'network/foo'" with the options on lines of their own.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from importlib.resources import files
 
 from hydra.errors import MissingConfigException
@@ -44,6 +47,34 @@ def nearest_key(overrides: list[str], defaults: DictConfig) -> tuple[str, str] |
         if near:
             return key, f"{parent + '.' if parent else ''}{near[0]}"
     return None
+
+
+def unknown_key(message: str, overrides: list[str], compose: Callable[[list[str]], DictConfig]) -> str | None:
+    """For Hydra's composition error `message`: the line for an override of a key the config lacks (its nearest
+    key, or the keys its node has, from `compose` of the other overrides), or None for any other error."""
+    try:
+        found = nearest_key(overrides, compose([])) if overrides else None
+    except Exception:
+        found = None
+    if found is not None:
+        key, near = found
+        if f"override '{key}'" in message:
+            return f"no key {key} in the config (did you mean {near}?)"
+        return f"{message} (did you mean {near}?)"
+    m = re.match(r"Could not override '([\w.]+)'\. To append", message)
+    if m is None:
+        return None
+    key = m.group(1)
+    parent = key.rpartition(".")[0]
+    try:
+        rest = compose([o for o in overrides if split(o)[0] != key])
+    except Exception:
+        return None
+    node = OmegaConf.select(rest, parent) if parent else rest
+    if not isinstance(node, DictConfig):
+        return None
+    keys = sorted(str(k) for k in node if not str(k).startswith("_") and str(k) != "hydra")
+    return f"no key {key} in the config (the keys of {parent or 'the config'} are {', '.join(keys)})"
 
 
 def may_be_integral(override: str) -> bool:

@@ -26,7 +26,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlrun.config.appconfig import RLRUN_CONFIG, ConfigSource, initialized, memoized
-from rlrun.config.overrides import integral, may_be_integral, nearest_key, unknown_option
+from rlrun.config.overrides import integral, may_be_integral, unknown_key, unknown_option
 from rlrun.config.replay_memory import check_replay, stored_obs_itemsize
 from rlrun.config.runnames import check_exp_name
 from rlrun.config.schemas import register_configs
@@ -105,38 +105,9 @@ def integral_overrides(overrides: list[str], source: ConfigSource) -> list[str]:
 
 
 def _explained(error: Exception, overrides: list[str], source: ConfigSource) -> str:
-    """Hydra's message as one line; an unknown key that has a near name gets rlrun's own line instead of
-    Hydra's advice to append it with `+`."""
+    """Hydra's message as one line, or rlrun's own line for a key the config lacks (`overrides.unknown_key`)."""
     message = one_line(error)
-    try:
-        found = nearest_key(overrides, _hydra_compose([], source)) if overrides else None
-    except Exception:
-        found = None
-    if found is None:
-        return _keys_here(message, overrides, source) or message
-    key, near = found
-    if f"override '{key}'" in message:
-        return f"no key {key} in the config (did you mean {near}?)"
-    return f"{message} (did you mean {near}?)"
-
-
-def _keys_here(message: str, overrides: list[str], source: ConfigSource) -> str | None:
-    """For Hydra's "Could not override 'algo.foo'. To append to your config use +algo.foo=..." (advice that the
-    schema then refuses): the line naming the keys the node has, or None."""
-    m = re.match(r"Could not override '([\w.]+)'\. To append", message)
-    if m is None:
-        return None
-    key = m.group(1)
-    parent = key.rpartition(".")[0]
-    try:
-        rest = _hydra_compose([o for o in overrides if o.lstrip("+~").partition("=")[0] != key], source)
-    except Exception:
-        return None
-    node = OmegaConf.select(rest, parent) if parent else rest
-    if not isinstance(node, DictConfig):
-        return None
-    keys = sorted(str(k) for k in node if not str(k).startswith("_") and str(k) != "hydra")
-    return f"no key {key} in the config (the keys of {parent or 'the config'} are {', '.join(keys)})"
+    return unknown_key(message, overrides, lambda given: _hydra_compose(given, source)) or message
 
 
 class CompositionError(ConfigError):

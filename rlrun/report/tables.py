@@ -23,7 +23,16 @@ from rlrun.report.aggregate import (
 )
 from rlrun.report.plots import plot_curves, plot_profile, plot_sensitivity
 from rlrun.storage import bounded, rundir
-from rlrun.sweeps.jobtable import EVAL, EVAL_TAG, FINISHED, curves_of, folder_name, latest_per_seed, load_runs
+from rlrun.sweeps.jobtable import (
+    EVAL,
+    EVAL_TAG,
+    FINISHED,
+    INCOMPLETE,
+    curves_of,
+    folder_name,
+    latest_per_seed,
+    load_runs,
+)
 
 MIN_SEEDS = 5  # below this the report warns that its confidence intervals are unreliable
 
@@ -229,10 +238,14 @@ def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path 
                 "",
                 pairs.to_markdown(index=False),
             ]
-    failed = runs[~runs["status"].isin(FINISHED)]
+    failed = runs[~runs["status"].isin([*FINISHED, INCOMPLETE])]
     if not failed.empty:
         lines += ["", "## Failed jobs", ""]
         lines += [f"- `{r.job}` ({r.status}): {r.error}" for r in failed.itertuples()]
+    unfinished = runs[runs["status"] == INCOMPLETE]
+    if not unfinished.empty:
+        lines += ["", "## Unfinished jobs", ""]
+        lines += [f"- `{r.job}`: {r.error}" for r in unfinished.itertuples()]
     sections = (
         ("Jobs left out of the aggregates", left_out(runs)),
         ("Repeated seeds (one job kept per configuration and seed)", merged_seeds(merged)),

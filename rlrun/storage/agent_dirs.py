@@ -125,3 +125,18 @@ def same_run(where: Path, expected: dict) -> bool:
 
 def _identity(plain: Any) -> dict[str, Any]:
     return {k: v for k, v in plain.items() if k not in NOT_IDENTITY} if isinstance(plain, dict) else {}
+
+
+def batched_group(job_dir: Path) -> Path | None:
+    """The `<sweep>/.batched/jobs<a>-<b>` whose checkpoint holds this job of a batched sweep (the job's
+    number, from its `.hydra/hydra.yaml`, is in a..b), or None."""
+    sweep = next((p for p in job_dir.absolute().parents if (p / ".batched").is_dir()), None)
+    try:
+        num = int(bounded.load_yaml(job_dir / ".hydra" / "hydra.yaml")["hydra"]["job"]["num"])
+    except (bounded.FileRefused, KeyError, TypeError, ValueError):
+        return None
+    for group in sorted((sweep / ".batched").glob("jobs*")) if sweep is not None else []:
+        first, _, last = group.name.removeprefix("jobs").partition("-")
+        if first.isdigit() and (last or first).isdigit() and int(first) <= num <= int(last or first):
+            return group
+    return None

@@ -162,11 +162,7 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
     all. A chunk run before (a rerun of its sweep) is skipped when it finished and continued when its process died."""
     # the batched launcher is found by Hydra on every start: the training stack only when a group runs
     from rlrun import run
-
-    # the batched launcher is found by Hydra on every start: the training stack only when a group runs
     from rlrun.training import jobs
-
-    # the batched launcher is found by Hydra on every start: the training stack only when a group runs
     from rlrun.training.loop import Preempted
 
     configs = [from_saved(c) for c in task_configs]

@@ -17,13 +17,15 @@ from typing import Any
 
 import pandas as pd
 
-from rlrun.storage import bounded, summary as run_summary
+from rlrun.storage import agent_dirs, bounded, rundir, summary as run_summary
 from rlrun.storage.summary import EVAL, TRAIN, DamagedJob, Summary, read_file
 from rlrun.sweeps.labels import flatten, labelled, pbt_explored
 
 CURVE_TAG = "charts/mean_return_100"
 EVAL_TAG = "eval/mean_return"
 FINISHED = ("finished", "solved")
+INCOMPLETE = "incomplete"  # no summary.json (yet)
+CHECKPOINT = "checkpoint.pt"  # rlrun.storage.checkpoint.LATEST, without importing torch
 
 
 def _choices(path: Path) -> dict[str, Any]:
@@ -91,6 +93,16 @@ def _population(run_dir: Path) -> bool:
     return (isinstance(seeds, int) and seeds > 1) or (isinstance(agents, list) and len(agents) > 0)
 
 
+def unfinished(run_dir: Path) -> str:
+    """How a job without a summary goes on: its own checkpoint's resume, its batched group's, or neither."""
+    if (run_dir / CHECKPOINT).is_file():
+        return f"stopped; continue with {rundir.resume_command(run_dir)}"
+    group = agent_dirs.batched_group(run_dir)
+    if group is not None and (group / CHECKPOINT).is_file():
+        return f"stopped with its batched group; continue with {rundir.resume_command(group)}"
+    return "no summary and no checkpoint: still running, or stopped before its first checkpoint"
+
+
 def load_run(run_dir: Path) -> dict[str, Any]:
     """One run as a flat dict: `job`, `configuration`, `seed` (the composed config's), `written` (when its
     summary, else its config, was last written), `status`, `error`, `cfg.*` values, summary fields,
@@ -103,7 +115,9 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     if not all(isinstance(o, str) for o in overrides):
         raise DamagedJob("overrides.yaml holds something other than overrides")
     summary_file = run_dir / run_summary.FILE
-    summary: Summary = run_summary.read(run_dir) if summary_file.exists() else {"status": "incomplete"}
+    summary: Summary = (
+        run_summary.read(run_dir) if summary_file.exists() else {"status": INCOMPLETE, "error": unfinished(run_dir)}
+    )
     pairs = dict(o.lstrip("+~").split("=", 1) for o in overrides if "=" in o)
     pairs.pop("seed", None)
     seed = cfg.get("seed")

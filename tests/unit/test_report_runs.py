@@ -53,6 +53,28 @@ def test_runs_of_one_configuration_and_seed_count_once_the_latest_kept(tmp_path,
     assert err.count("ran the same configuration and seed") == 3 and str(tmp_path / "again_1") in err
 
 
+def test_unfinished_jobs_are_listed_apart_with_how_each_goes_on(tmp_path):
+    """A job without a summary is unfinished, not failed: the report says how it continues (before: "Failed
+    jobs ... (incomplete): None", also for every job of a preempted batched group)."""
+    make_run(tmp_path / "done", 0, 100.0, ["seed=0"])
+    for name, seed in (("own", 1), ("grouped", 2), ("none", 3)):
+        make_run(tmp_path / name, seed, 0.0, [f"seed={seed}"])
+        (tmp_path / name / "summary.json").unlink()
+    (tmp_path / "own" / "checkpoint.pt").write_bytes(b"")
+    (tmp_path / "grouped" / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"job": {"num": 5}}}))
+    (tmp_path / ".batched" / "jobs4-7").mkdir(parents=True)
+    (tmp_path / ".batched" / "jobs4-7" / "checkpoint.pt").write_bytes(b"")
+    text = write_report(tmp_path, reps=100)
+    assert "## Failed jobs" not in text and "None" not in text
+    assert f"- `{tmp_path / 'own'}`: stopped; continue with python -m rlrun.resume {tmp_path / 'own'}" in text
+    group = tmp_path / ".batched" / "jobs4-7"
+    assert (
+        f"- `{tmp_path / 'grouped'}`: stopped with its batched group; continue with python -m rlrun.resume {group}"
+        in text
+    )
+    assert f"- `{tmp_path / 'none'}`: no summary and no checkpoint" in text
+
+
 def test_seeds_come_from_the_composed_config(tmp_path):
     """Two single runs with no seed on their command lines (both seed 0 by default) are one seed; a run of
     another configuration with the same seed is not merged."""
