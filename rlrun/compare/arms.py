@@ -23,8 +23,11 @@ METRICS = ("solved", "steps", "final", "auc")
 
 def read_arm(name: str, folder: Path) -> pd.DataFrame:
     """One row per finished run under `folder`, indexed by its seed (from its composed config): job, env,
-    budget, threshold, solved_step, solved, steps, final. Unfinished or damaged runs are left out (`attrs["left_out"]`);
-    a seed found twice is refused (ConfigError: which runs would pair is ambiguous)."""
+    budget, threshold, solved_step, solved, steps, final. An agent that a non-finite update stopped (status
+    `failed` beside its `nonfinite.pt`) counts as what it reached before (never solved after: at the budget
+    for `steps`), not as a missing seed, which would favour the arm that diverges. Other unfinished or damaged
+    runs are left out (`attrs["left_out"]`); a seed found twice is refused (ConfigError: which runs would pair
+    is ambiguous)."""
     rows, left = [], []
     where: dict[int, Path] = {}
     for d in run_dirs(folder):
@@ -40,7 +43,8 @@ def read_arm(name: str, folder: Path) -> pd.DataFrame:
         if seed in where:
             raise ConfigError(name, str(folder), f"a folder with one run per seed (seed {seed}: {where[seed]} and {d})")
         where[seed] = d
-        if row["status"] not in FINISHED:
+        diverged = row["status"] == "failed" and (d / "nonfinite.pt").is_file()
+        if row["status"] not in FINISHED and not diverged:
             left.append(f"{d}: {row['status']}")
             continue
         final = row.get(TRAIN)

@@ -105,6 +105,22 @@ def test_read_arm_pairs_by_the_seed_of_each_run(tmp_path):
         arms.read_arm("A", tmp_path / "A")
 
 
+def test_a_seed_that_diverged_counts_against_its_arm(tmp_path):
+    """An agent stopped by a non-finite update is a seed that did not solve, not a missing pair (before: left
+    out, so that an arm that diverges on its hard seeds looked better); any other failure is left out."""
+    for seed in (1, 2):
+        fake_run(tmp_path / "A" / f"seed={seed}", seed, 480.0, 900)
+    fake_run(tmp_path / "B" / "seed=1", 1, 500.0, 100)
+    fake_run(tmp_path / "B" / "seed=2", 2, 12.0, None, status="failed")
+    (tmp_path / "B" / "seed=2" / "nonfinite.pt").write_bytes(b"")
+    fake_run(tmp_path / "B" / "seed=3", 3, 0.0, None, status="failed")  # a crash: no nonfinite.pt
+    b = arms.read_arm("B", tmp_path / "B")
+    assert list(b.index) == [1, 2] and "seed=3" in b.attrs["left_out"][0]
+    assert b.loc[2, ["solved", "steps", "final"]].tolist() == [False, 1000.0, 12.0]  # at the budget for steps
+    both, _ = arms.paired(arms.read_arm("A", tmp_path / "A"), b, "solved")
+    assert both[["a_solved", "b_solved"]].values.tolist() == [[True, True], [True, False]]
+
+
 def test_curve_area_is_the_mean_of_the_curve_over_its_steps():
     import pandas as pd
 
