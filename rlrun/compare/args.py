@@ -105,7 +105,8 @@ def check_overrides(where: str, overrides: list[str]) -> None:
     for o in overrides:
         key = o.lstrip("+~").partition("=")[0]
         if "=" not in o:
-            raise BadInput(f"{where}: {o!r} is not an override (key=value)")
+            folder_too = ", nor an existing folder of runs" if where.startswith(("A=", "B=")) else ""
+            raise BadInput(f"{where}: {o!r} is not an override (key=value){folder_too}")
         if key in ("seed", "seeds"):
             raise BadInput(f"{where}: {o}: the comparison chooses the seeds (seed= the first, seeds= per round)")
         if key.startswith("hydra") or key in ("resume", "agents"):

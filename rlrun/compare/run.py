@@ -88,6 +88,8 @@ def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, c
             f"metric={metric} needs a reward threshold, and {env_a} has none: set env.reward_threshold=..., or "
             "choose metric=final or metric=auc"
         )
+    if tasks["A"] == tasks["B"]:  # composed: `A='' B=algo.double=true` is the same run twice too
+        raise BadInput(f"A and B compose the same config ({own['A'] or 'the defaults'}): give B what differs")
     from rlrun.config.runnames import safe
 
     name = safe(f"{env_a}__{'_'.join(overrides['A']) or 'defaults'}__vs__{'_'.join(overrides['B']) or 'defaults'}")

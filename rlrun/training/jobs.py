@@ -72,8 +72,9 @@ def summary_lines(summary: dict[str, Any], out_dir: Path) -> str:
         + " / ".join(fmt(r["final_mean_return_100"]) for r in runs)
         + "; last greedy eval: "
         + " / ".join(fmt(r["final_eval_return"]) for r in runs),
-        f"  solved: {len(solved)}/{len(runs)}"
-        + (f" (at step {', '.join(f'{s:,}' for s in solved)})" if solved else ""),
+        f"  solved: {len(solved)}/{len(runs)}" + (f" (at step {', '.join(f'{s:,}' for s in solved)})" if solved else "")
+        if runs[0].get("reward_threshold") is not None
+        else "  solved: - (the env has no reward threshold: env.reward_threshold=...)",
         f"  run directory: {out_dir}",
     ]
     from rlrun.storage.agent_dirs import root

@@ -268,6 +268,8 @@ def test_the_arms_compose_with_presets_and_experiments_before_anything_is_writte
         prepare({**own, "A": "env=acrobot", "B": "env=cartpole"}, [], "final", 0.05, "")
     with pytest.raises(BadInput, match="metric=solved needs a reward threshold, and Pendulum-v1 has none"):
         prepare({**own, "A": "", "B": ""}, ["env=pendulum", "env.reward_threshold=null"], "solved", 0.05, "")
+    with pytest.raises(BadInput, match="A and B compose the same config"):  # algo.double=true is the default
+        prepare({**own, "A": "", "B": "algo.double=true"}, [], "final", 0.05, "")
     # the last round's seeds too (before: the first round's only, so that a later round failed after training)
     with pytest.raises(BadInput, match=r"seed=4294967290: at most 4294967288 with max_seeds=8"):
         prepare({**own, "seed": "4294967290"}, [], "final", 0.05, "")

@@ -1,5 +1,7 @@
 """summary.json (rlrun.storage.summary): the same bytes as ever for each kind, read back as written, damage refused."""
 
+from pathlib import Path
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -227,3 +229,14 @@ def test_a_resumed_group_whose_sweep_has_a_report_says_how_to_rewrite_it(tmp_pat
     group.mkdir(parents=True)
     (tmp_path / "sw" / "report.md").write_text("# Sweep report")
     assert hint in summary_lines({"status": "finished", "agents": {"0": agent}}, group)
+
+
+def test_a_run_without_a_reward_threshold_says_so_instead_of_solved_0():
+    """MinAtar has no threshold: "solved: 0/1" read as a run that failed to solve."""
+    from rlrun.training.jobs import summary_lines
+
+    run = {"env_steps": 10, "wall_time_s": 1.0, "final_mean_return_100": 1.0, "final_eval_return": None,
+           "solved_step": None, "logged_to": {}}  # fmt: skip
+    assert "solved: 0/1" in summary_lines({"status": "finished", **run, "reward_threshold": 475.0}, Path("r"))
+    lines = summary_lines({"status": "finished", **run, "reward_threshold": None}, Path("r"))
+    assert "solved: - (the env has no reward threshold" in lines and "0/1" not in lines
