@@ -88,8 +88,6 @@ def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, c
             f"metric={metric} needs a reward threshold, and {env_a} has none: set env.reward_threshold=..., or "
             "choose metric=final or metric=auc"
         )
-    if tasks["A"] == tasks["B"]:  # composed: `A='' B=algo.double=true` is the same run twice too
-        raise BadInput(f"A and B compose the same config ({own['A'] or 'the defaults'}): give B what differs")
     from rlrun.config.runnames import safe
 
     name = safe(f"{env_a}__{'_'.join(overrides['A']) or 'defaults'}__vs__{'_'.join(overrides['B']) or 'defaults'}")
@@ -99,6 +97,8 @@ def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, c
         check_plan(root, plan)
     except RoundError as e:
         raise BadInput(str(e)) from None
+    if tasks["A"] == tasks["B"]:  # composed: `A='' B=algo.double=true` is the same run twice too
+        raise BadInput(f"A and B compose the same config ({own['A'] or 'the defaults'}): give B what differs")
     return Job(plan, root, threshold, command_line)
 
 

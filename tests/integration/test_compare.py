@@ -37,6 +37,8 @@ COMMAND = [sys.executable, "-m", "rlrun.compare"]
         (["A=", "B=exp_name=../x"], "Invalid config value exp_name='../x'"),  # was refused by round 1's run
         (["A=", "B=+pbt=truncation"], "arm B (+pbt=truncation): population-based training"),
         (["A=", "B=", "+pbt=truncation"], "arm A (the defaults): population-based training"),
+        (["A=", "B=algo.double=true"], "A and B compose the same config"),  # was 100 seeds of the same run twice
+        (["A=nope", "B="], "'nope' is not an override (key=value), nor an existing folder of runs"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, message):
@@ -46,7 +48,9 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, messag
 
 
 def test_a_folder_that_cannot_be_made_is_one_line_exit_4(tmp_path):
-    proc = in_process("rlrun.compare.cli", "A=", "B=", "dir=/proc/rlrun_cannot_be_here", cwd=tmp_path, rc=4)
+    proc = in_process(
+        "rlrun.compare.cli", "A=", "B=algo.double=false", "dir=/proc/rlrun_cannot_be_here", cwd=tmp_path, rc=4
+    )
     assert "cannot write" in proc.stderr and "/proc/rlrun_cannot_be_here" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
