@@ -161,6 +161,8 @@ def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: int | N
                 removed = rundir.discard_unstarted(out_dir)  # leaves no directory behind
                 if code == EXIT_ENV:
                     message += kept_or_removed(out_dir, removed)
+            if code == EXIT_NONFINITE:  # a run that trained: its summary says how it ended, as a sweep job's does
+                record_failure(out_dir, e)
             fail(code, message)
         traced = code in (None, EXIT_ENV)  # error.txt holds the traceback: of a bug, or into the env's code
         print(

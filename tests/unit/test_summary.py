@@ -240,3 +240,22 @@ def test_a_run_without_a_reward_threshold_says_so_instead_of_solved_0():
     assert "solved: 0/1" in summary_lines({"status": "finished", **run, "reward_threshold": 475.0}, Path("r"))
     lines = summary_lines({"status": "finished", **run, "reward_threshold": None}, Path("r"))
     assert "solved: - (the env has no reward threshold" in lines and "0/1" not in lines
+
+
+def test_a_single_run_stopped_by_a_non_finite_update_leaves_its_summary(tmp_path, capsys):
+    """As a sweep job does: status failed and the error (before: no summary.json, so the report and compare
+    read the run as unfinished)."""
+    import json
+
+    from rlrun.errors import NonFiniteError
+    from rlrun.training.jobs import EXIT_NONFINITE, run_job
+
+    def diverges():
+        raise NonFiniteError("non-finite td_loss at env step 528")
+
+    with pytest.raises(SystemExit) as e:
+        run_job(diverges, tmp_path)
+    assert e.value.code == EXIT_NONFINITE
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written["status"] == "failed" and "non-finite td_loss" in written["error"]
+    assert "non-finite td_loss" in capsys.readouterr().err
