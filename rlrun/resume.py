@@ -34,7 +34,7 @@ from rlrun import console
 from rlrun.config import preflight, saved as saved_config
 from rlrun.errors import ConfigError, FinishedRunError, SolvedRunError
 from rlrun.run import train
-from rlrun.storage import agent_dirs, checkpoint as ckpt, rundir
+from rlrun.storage import agent_dirs, checkpoint as ckpt, rundir, summary as run_summary
 from rlrun.training.agents import dir_plan
 from rlrun.training.jobs import run_job
 
@@ -58,6 +58,20 @@ def load_checkpoint(run_dir: Path, env_id: str | None = None) -> tuple[DictConfi
     return saved_config.from_checkpoint(run_dir, state, env_id), state
 
 
+def continue_with(run_dir: Path) -> str:
+    """How to go on with `run_dir`: its resume, with a larger budget when it has finished."""
+    done: dict[str, Any] = {}
+    try:
+        if (run_dir / run_summary.FILE).is_file():
+            done = dict(run_summary.read(run_dir))
+    except run_summary.DamagedJob:
+        pass
+    steps = done.get("env_steps_per_agent", done.get("env_steps"))
+    if done.get("status") == "finished" and isinstance(steps, int) and not isinstance(steps, bool):
+        return f"it has finished; train it further with {rundir.resume_command(run_dir)} total_steps={2 * steps}"
+    return f"continue it with {rundir.resume_command(run_dir)}"
+
+
 def load_state(run_dir: Path) -> dict[str, Any]:
     """The run's newest loadable checkpoint (the previous one, said on stderr, when the newest is damaged)."""
     if not run_dir.is_dir() or not rundir.holds_run(run_dir):
@@ -71,7 +85,7 @@ def load_state(run_dir: Path) -> dict[str, Any]:
                 "resume",
                 str(run_dir),
                 f"a run with a checkpoint; this job of a batched sweep is checkpointed with its group {group}: "
-                f"continue it with {rundir.resume_command(group)}",
+                f"{continue_with(group)}",
             ) from None
         parent = run_dir.absolute().parent
         if no_file and (parent / ckpt.LATEST).is_file() and rundir.holds_run(parent):  # an agent of seeds=K
@@ -79,7 +93,7 @@ def load_state(run_dir: Path) -> dict[str, Any]:
                 "resume",
                 str(run_dir),
                 f"a run with a checkpoint; this agent is checkpointed with its batched run {parent}: "
-                f"continue it with {rundir.resume_command(parent)}",
+                f"{continue_with(parent)}",
             ) from None
         raise ConfigError("resume", str(run_dir), f"a run with a loadable checkpoint ({e})") from None
     if path.name != ckpt.LATEST:

@@ -332,9 +332,13 @@ def test_resumed_batched_run_equals_an_uninterrupted_one(compose, tmp_path, agen
     straight, parts = tmp_path / "straight", tmp_path / "parts"
     train(compose(*args, "total_steps=1600"), straight)
     train(compose(*args, "total_steps=900"), parts)
-    if agents == "seeds=2":  # an agent's folder names the run that holds its checkpoint
+    if agents == "seeds=2":  # an agent's folder names the run that holds its checkpoint, and how it goes on
         err = in_process("rlrun.resume", parts / "seed=1", "total_steps=1600", rc=2).stderr
-        assert f"checkpointed with its batched run {parts}: continue it with python -m rlrun.resume {parts}" in err
+        resume = f"python -m rlrun.resume {parts}"
+        assert (
+            f"checkpointed with its batched run {parts}: it has finished; train it further with {resume} total_steps="
+            in err
+        )
     in_process("rlrun.train", f"resume={parts}", "total_steps=1600", rc=0)
     for agent in dirs:
         a, b = straight / agent, parts / agent
