@@ -28,7 +28,6 @@ as extra overrides after env=minatar (e.g. --setting "network.num_quantiles=32 a
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shutil
 import statistics
@@ -40,6 +39,7 @@ from pathlib import Path
 from benchlib.common import QUIET, Run, alternate, moving_means, report, run_processes, train_cmd
 
 from rlrun.envs.minatar import GAMES as MODULES  # id name -> the game's module name (the reference's -g)
+from rlrun.storage import bounded  # run files read within bounds, as rlrun reads them
 
 GAMES = list(MODULES)
 # The paper's DQN (Young & Tian 2019, the repository README's curves: 30 seeds, 100-episode mean of training
@@ -165,10 +165,8 @@ def value_at(steps: list[int], means: list[float], step: int, reach: float = 0.9
 
 def last_eval(agent_dir: Path) -> float | None:
     """The agent's last greedy evaluation (its summary.json's final_eval_return), if it finished."""
-    import json
-
     summary = agent_dir / "summary.json"
-    value = json.loads(summary.read_text()).get("final_eval_return") if summary.is_file() else None
+    value = bounded.load_json(summary).get("final_eval_return") if summary.is_file() else None
     return value if isinstance(value, (int, float)) else None
 
 
@@ -184,7 +182,7 @@ def agent_runs(root: Path) -> list[tuple[str, str, int, Path]]:
         if seed_dir.startswith("seed="):  # an agent of a batched run
             seed = int(seed_dir.split("=")[1])
         else:  # a single run: its composed config names the seed
-            found_seed = re.search(r"^seed: (\d+)$", (run / ".hydra" / "config.yaml").read_text(), re.M)
+            found_seed = re.search(r"^seed: (\d+)$", bounded.read_text(run / ".hydra" / "config.yaml"), re.M)
             seed = int(found_seed.group(1)) if found_seed else -1
         found.append((label, game, seed, episodes))
     return found
@@ -439,12 +437,12 @@ def cost(args) -> None:
                 log = f"log.interval={args.frames // 5}"
                 cmd = [sys.executable, "-m", "rlrun.resume", str(copy), end, log, "eval.interval=0"]
                 run_processes([[*cmd, "checkpoint.every=0"]])
-                return statistics.median(resumed_rates((copy / "train.log").read_text()))
+                return statistics.median(resumed_rates(bounded.read_text(copy / "train.log", bounded.TABLE_LIMIT)))
 
         return go
 
     runs = {Path(r).name: Path(r) for r in args.runs}
-    finished = {run: json.loads((run / "summary.json").read_text()) for run in runs.values()}
+    finished = {run: bounded.load_json(run / "summary.json") for run in runs.values()}
     results = alternate({name: resumed(run) for name, run in runs.items()}, args.rounds)
     rows = []
     for name, rounds in results.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import io
 import json
 import os
 import platform
@@ -170,8 +171,10 @@ def each(values: Sequence[float], fmt: str = ".1f") -> str:
 
 def moving_means(episodes_csv: Path, window: int = 100) -> tuple[list[int], list[float]]:
     """(env step, mean of the last `window` training returns) at every episode end, as the paper plots."""
+    from rlrun.storage import bounded
+
     steps, returns = [], []
-    with episodes_csv.open() as f:
+    with bounded.open_regular(episodes_csv, bounded.TABLE_LIMIT) as raw, io.TextIOWrapper(raw) as f:
         for row in csv.DictReader(f):
             steps.append(int(row["env_step"]))
             returns.append(float(row["return"]))

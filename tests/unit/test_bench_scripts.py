@@ -211,3 +211,20 @@ def test_minatar_cost_reads_the_rates_logged_after_the_resume_less_its_first_lin
     log = line.format(1_000_000, 250) + "[t][rlrun.run][INFO] - rlrun: resuming /r (3 agents) from env step ...\n"
     log += "".join(line.format(1_000_000 + 4000 * i, rate) for i, rate in enumerate([90, 260, 1270, 240], 1))
     assert minatar_bench.resumed_rates(log) == [260.0, 1270.0, 240.0]  # 1,270 has a thousands comma
+
+
+def test_minatar_bench_refuses_a_fifo_in_a_run_instead_of_waiting_on_it(tmp_path):
+    """The bench reads run files within bounds, as rlrun does: a FIFO at episodes.csv (nobody writes it) is
+    refused at once; an unbounded read would block forever."""
+    import os
+
+    import minatar_bench
+    import pytest
+
+    from rlrun.storage.bounded import FileRefused
+
+    agent = tmp_path / "x__Breakout__seeds2" / "seed=0"
+    agent.mkdir(parents=True)
+    os.mkfifo(agent / "episodes.csv")
+    with pytest.raises(FileRefused, match="not a regular file"):
+        minatar_bench.normalised_scores(tmp_path, 1_000_000)
