@@ -127,7 +127,7 @@ BAD_INPUT = [
     (["network=foo"], "network", "allowed one of c51, cnn, dueling"),
     (["optimizer.lr=-1"], "optimizer.lr", "a number > 0"),
     (["algo.gamma=abc"], "algo.gamma", "abc"),
-    (["algo.nonsense=1"], "algo.nonsense", "Could not override"),
+    (["algo.nonsense=1"], "algo.nonsense", "the keys of algo are batch_size"),
     (["env.id=NoSuchEnv-v0"], "env.id", "registered gymnasium id"),
     (["env.id=Pendulum-v1"], "env.id", "Discrete action space"),
 ]
