@@ -32,6 +32,7 @@ from rlrun.sweeps.jobtable import (
     folder_name,
     latest_per_seed,
     load_runs,
+    population_of,
 )
 
 MIN_SEEDS = 5  # below this the report warns that its confidence intervals are unreliable
@@ -39,6 +40,17 @@ MIN_SEEDS = 5  # below this the report warns that its confidence intervals are u
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def counted(runs: pd.DataFrame) -> str:
+    """'N jobs'; where batched runs (`seeds=K`, `agents=[...]`) count as their agents (a row is a seed, not a
+    process), 'N runs, the agents of J jobs' (or 'M of them the agents of J jobs')."""
+    of = {job: population_of(Path(job)) for job in runs.job}
+    batched = [p for p in of.values() if p is not None]
+    if not batched:
+        return _plural(len(runs), "job")
+    which = "the" if len(batched) == len(runs) else f"{len(batched)} of them the"
+    return f"{_plural(len(runs), 'run')}, {which} agents of {_plural(len(set(batched)), 'job')}"
 
 
 def _ci_cell(iqm: float, lo: float, hi: float, n: int) -> str:
@@ -182,7 +194,7 @@ def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path 
     lines = [
         f"# Sweep report: {', '.join(folder_name(r) for r in roots)}",
         "",
-        f"{_plural(len(runs), 'job')} ({len(done)} finished"
+        f"{counted(runs)} ({len(done)} finished"
         + (f", {len(damaged)} damaged and skipped" if damaged else "")
         + (f"; {_plural(len(found) - len(runs), 'repeat')} of a seed left out" if merged else "")
         + f"), {_plural(len(table), 'configuration')}"

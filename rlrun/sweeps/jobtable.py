@@ -93,6 +93,12 @@ def _population(run_dir: Path) -> bool:
     return (isinstance(seeds, int) and seeds > 1) or (isinstance(agents, list) and len(agents) > 0)
 
 
+def population_of(run_dir: Path) -> Path | None:
+    """The batched run (`seeds=K` or `agents=[...]`) of which `run_dir` is an agent, or None."""
+    parent = Path(run_dir).parent
+    return parent if (parent / ".hydra" / "config.yaml").is_file() and _population(parent) else None
+
+
 def unfinished(run_dir: Path) -> str:
     """How a job without a summary goes on: its own checkpoint's resume, its batched group's, or neither."""
     if (run_dir / CHECKPOINT).is_file():

@@ -136,7 +136,7 @@ def test_a_batched_sweep_runs_several_populations(tmp_path):
         events = rows(tmp_path / f"seed={first}")
         assert [r["agent"] for r in events[:4]] == [f"seed={s}" for s in range(first, first + 4)]
         assert [int(r["env_step"]) for r in events[4:]] == [400, 800, 1200]
-    assert "8 jobs (8 finished)" in (tmp_path / "report.md").read_text()
+    assert "8 runs, the agents of 2 jobs (8 finished)" in (tmp_path / "report.md").read_text()
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the frozen agent's numpy actor overflows until replaced

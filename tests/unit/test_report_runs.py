@@ -281,3 +281,19 @@ def test_no_sensitivity_figure_without_a_swept_number(tmp_path):
         make_run(tmp_path / net, 0, 1.0, [f"network={net}"])
     text = write_report(tmp_path, reps=100)
     assert "![sensitivity]" not in text and not (tmp_path / "sensitivity.png").exists()
+
+
+def test_a_report_counts_the_agents_of_seeds_k_jobs_as_runs_and_names_their_jobs(tmp_path):
+    """Two jobs of `seeds=2` are 4 seeds in the table but 2 jobs: the count says so (it said '4 jobs')."""
+    for job, first in (("seed=0", 0), ("seed=10", 10)):
+        make_run(tmp_path / job, first, 0.0, ["seeds=2", f"seed={first}"], cfg={"seeds": 2})
+        for k in (first, first + 1):
+            make_run(tmp_path / job / f"seed={k}", k, 10.0 + k, [f"seed={k}"])
+    make_run(tmp_path / "single", 20, 5.0, ["seed=20"], cfg={"seeds": 1})
+    for out in ("out", "out2"):
+        (tmp_path / out).mkdir()
+    text = write_report(tmp_path, reps=100, out=tmp_path / "out")
+    assert "5 runs, 4 of them the agents of 2 jobs (5 finished)" in text
+    (tmp_path / "single" / ".hydra" / "config.yaml").unlink()  # now the agents alone
+    text = write_report(tmp_path, reps=100, out=tmp_path / "out2")
+    assert "4 runs, the agents of 2 jobs (4 finished)" in text
