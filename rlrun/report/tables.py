@@ -226,7 +226,7 @@ def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path 
         ]
         if shared := batched_jobs(runs):
             lines[-1] += (
-                f" Wall time: {_plural(shared, 'job')} trained as agents of batched processes; each is "
+                f" Wall time: {_plural(shared, 'run')} trained as agents of batched processes; each is "
                 "given its process's training time divided by the agents the process trained (shared, not its own)."
             )
         lines += sensitivity_section(runs, out, reps)

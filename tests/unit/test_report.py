@@ -141,7 +141,7 @@ def test_a_batched_jobs_wall_time_is_its_share_of_the_process_and_says_so(tmp_pa
     table = pd.read_csv(tmp_path / "report.csv").set_index("configuration")
     assert table.loc["optimizer.lr=0.001"].wall_time_s_mean == pytest.approx(2.0)
     assert table.loc["optimizer.lr=0.01"].wall_time_s_mean == pytest.approx(10.0)
-    assert "Wall time: 5 jobs trained as agents of batched processes" in text
+    assert "Wall time: 5 runs trained as agents of batched processes" in text
 
 
 def without(monkeypatch, package):
