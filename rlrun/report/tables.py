@@ -30,9 +30,9 @@ from rlrun.sweeps.jobtable import (
     INCOMPLETE,
     curves_of,
     folder_name,
+    holds_agents,
     latest_per_seed,
     load_runs,
-    population_of,
 )
 
 MIN_SEEDS = 5  # below this the report warns that its confidence intervals are unreliable
@@ -45,12 +45,13 @@ def _plural(n: int, word: str) -> str:
 def counted(runs: pd.DataFrame) -> str:
     """'N jobs'; where batched runs (`seeds=K`, `agents=[...]`) count as their agents (a row is a seed, not a
     process), 'N runs, the agents of J jobs' (or 'M of them the agents of J jobs')."""
-    of = {job: population_of(Path(job)) for job in runs.job}
-    batched = [p for p in of.values() if p is not None]
-    if not batched:
+    parents = [Path(job).parent for job in runs.job]
+    batched = {p for p in set(parents) if holds_agents(p)}  # each parent's config read once
+    agents = sum(p in batched for p in parents)
+    if not agents:
         return _plural(len(runs), "job")
-    which = "the" if len(batched) == len(runs) else f"{len(batched)} of them the"
-    return f"{_plural(len(runs), 'run')}, {which} agents of {_plural(len(set(batched)), 'job')}"
+    which = "the" if agents == len(runs) else f"{agents} of them the"
+    return f"{_plural(len(runs), 'run')}, {which} agents of {_plural(len(batched), 'job')}"
 
 
 def _ci_cell(iqm: float, lo: float, hi: float, n: int) -> str:

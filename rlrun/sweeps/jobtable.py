@@ -93,10 +93,9 @@ def _population(run_dir: Path) -> bool:
     return (isinstance(seeds, int) and seeds > 1) or (isinstance(agents, list) and len(agents) > 0)
 
 
-def population_of(run_dir: Path) -> Path | None:
-    """The batched run (`seeds=K` or `agents=[...]`) of which `run_dir` is an agent, or None."""
-    parent = Path(run_dir).parent
-    return parent if (parent / ".hydra" / "config.yaml").is_file() and _population(parent) else None
+def holds_agents(run_dir: Path) -> bool:
+    """Whether `run_dir` is a batched run (`seeds=K` or `agents=[...]`) whose agents are runs below it."""
+    return (run_dir / ".hydra" / "config.yaml").is_file() and _population(run_dir)
 
 
 def unfinished(run_dir: Path) -> str:
