@@ -19,6 +19,36 @@ from rlrun.report import FINISHED, TRAIN, load_curve, load_run, run_dirs
 from rlrun.storage.summary import DamagedJob
 
 METRICS = ("solved", "steps", "final", "auc")
+# The largest magnitude a return can have: rewards and the returns rlrun logs are 32-bit floats (TensorBoard's
+# scalars too), so a larger one, like a non-finite one, was written by hand, not by a run
+RETURN_BOUND = float(np.finfo(np.float32).max)
+NOT_A_SCORE = {  # why a summary's number is not a score, as the left-out list says it
+    TRAIN: f"not a return (a finite number of magnitude at most {RETURN_BOUND:.3g})",
+    "solved_step": "not a step count (an integer from 0 to the run's env steps)",
+    "auc": f"not an area under a curve of returns (finite, of magnitude at most {RETURN_BOUND:.3g})",
+}
+
+
+def a_return(value: object) -> bool:
+    """Whether `value` can be a return (a 100-episode mean, an area under a curve of them)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= RETURN_BOUND
+
+
+def integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def impossible(row: dict, budget: int | None) -> str | None:
+    """The first score field of a run's summary that holds a number no run writes, and why; None if none. A
+    solved step is at most the run's own env steps (its summary's), else its budget (a resume may have raised
+    the budget that `.hydra/config.yaml` holds)."""
+    final, step, done = row.get(TRAIN), row.get("solved_step"), row.get("env_steps")
+    last = done if integer(done) else budget
+    if final is not None and not a_return(final):  # NaN and inf fail the comparison too
+        return f"{TRAIN} is {final!r}, {NOT_A_SCORE[TRAIN]}"
+    if step is not None and (not integer(step) or step < 0 or (last is not None and step > last)):
+        return f"solved_step is {step!r}, {NOT_A_SCORE['solved_step']}"
+    return None
 
 
 def read_arm(name: str, folder: Path) -> pd.DataFrame:
@@ -49,7 +79,10 @@ def read_arm(name: str, folder: Path) -> pd.DataFrame:
             continue
         final = row.get(TRAIN)
         budget = row.get("cfg.total_steps")  # one that is no integer is not shown, nor counted for `steps`
-        budget = budget if isinstance(budget, int) and not isinstance(budget, bool) else None
+        budget = budget if integer(budget) else None
+        if (why := impossible(row, budget)) is not None:  # a crafted number is never scored
+            left.append(f"{d}: summary.json: {why}")
+            continue
         solved_step = row.get("solved_step")
         rows.append(
             {
@@ -94,9 +127,19 @@ def curves(table: pd.DataFrame, label: str) -> pd.DataFrame:
 
 
 def with_auc(table: pd.DataFrame, arm_curves: pd.DataFrame) -> pd.DataFrame:
-    """`table` with its `auc` column, from the arm's curves."""
+    """`table` with its `auc` column, from the arm's curves. A run whose curve holds a value that is no return
+    (non-finite, beyond `RETURN_BOUND`) is left out (`attrs["left_out"]` names it)."""
     areas = {job: curve_area(c) for job, c in arm_curves.groupby("job")}
-    return table.assign(auc=[areas.get(job, np.nan) for job in table["job"]])
+    bad = {
+        job: float(values[0])
+        for job, c in arm_curves.groupby("job")
+        if len(values := [v for v in c["value"].to_numpy(float) if not a_return(v)])
+    }
+    left = [f"{job}: its curve holds {value!r}, {NOT_A_SCORE['auc']}" for job, value in bad.items()]
+    out = table[~table["job"].isin(bad)]
+    out = out.assign(auc=[areas.get(job, np.nan) for job in out["job"]])
+    out.attrs = {**table.attrs, "left_out": [*table.attrs.get("left_out", []), *left]}
+    return out
 
 
 def paired(a: pd.DataFrame, b: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, list[int]]:

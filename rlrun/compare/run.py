@@ -202,6 +202,9 @@ def finish(
         print(line)
         fail(f"cannot write the comparison's report into {root}: {e.strerror or e}; choose another dir=", 4)
     print(line)
+    if left:  # runs not scored (unfinished, damaged, a number no run writes): named, never silently dropped
+        some = "1 run (compare.md lists it)" if len(left) == 1 else f"{len(left)} runs (compare.md lists them), first"
+        print(f"rlrun.compare: left out {some}: {left[0]}", file=sys.stderr)
     print(f"rlrun.compare: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
 
 

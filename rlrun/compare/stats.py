@@ -106,11 +106,24 @@ def paired_bootstrap(
 ) -> tuple[float, float]:
     """The `level` paired-bootstrap (percentile) interval of mean(b - a): seeds resampled with replacement,
     each keeping both of its scores."""
-    d = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    d, scale = scaled_differences(a, b)
     idx = np.random.default_rng(seed).integers(0, len(d), size=(draws, len(d)))
     tail = 100 * (1 - level) / 2
     low, high = np.percentile(d[idx].mean(axis=1), [tail, 100 - tail])
-    return float(low), float(high)
+    return float(low * scale), float(high * scale)
+
+
+def scaled_differences(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, float]:
+    """The paired differences b - a divided by the largest score's magnitude (so that neither they nor their
+    sums overflow), and that scale; a ValueError for a score that is not a finite number (no test can weigh
+    it: an infinite score would be "as extreme" as no flip of it, p = 0)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError(f"scores must be finite numbers: {[v for v in (*x, *y) if not np.isfinite(v)][:3]}")
+    scale = float(max(np.abs(x).max(initial=0.0), np.abs(y).max(initial=0.0)))
+    if scale == 0.0:
+        return y - x, 1.0
+    return y / scale - x / scale, scale
 
 
 def sign_flip_p(
@@ -123,8 +136,10 @@ def sign_flip_p(
     """Two-sided p-value of the paired sign-flip test of mean(b - a) = 0: the share of the 2^n ways of swapping
     the two scores within seeds whose mean difference is at least as far from 0 as the observed one.
     Enumerated for up to `exact_up_to` pairs; sampled above, as (1 + hits) / (1 + draws), which keeps the
-    test valid (Phipson and Smyth 2010). A tolerance of 1e-9 of the scale keeps ties ties in floating point."""
-    d = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    test valid (Phipson and Smyth 2010). A tolerance of 1e-9 of the scale keeps ties ties in floating point.
+    The observed signs and their mirror image are always as extreme as the observed, so p is never below
+    2 / 2^n (enumerated): 4 pairs cannot decide at 5%. A score that is not a finite number is a ValueError."""
+    d, _ = scaled_differences(a, b)  # the p-value does not depend on the scale
     n = len(d)
     observed = abs(d.mean()) if n else 0.0
     scale = float(np.abs(d).max()) if n else 0.0
@@ -133,7 +148,7 @@ def sign_flip_p(
     tol = 1e-9 * scale
     if n <= exact_up_to:
         signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
-        return float(np.mean(np.abs(signs @ d) / n >= observed - tol))
+        return max(2 / 2**n, float(np.mean(np.abs(signs @ d) / n >= observed - tol)))
     rng = np.random.default_rng(seed)
     hits, done = 0, 0
     while done < draws:  # in chunks: draws x n signs at once would be large

@@ -16,7 +16,8 @@ def fake_run(d: Path, seed: int, final: float, solved_step: int | None, status: 
     (d / ".hydra").mkdir(parents=True)
     cfg = {"seed": seed, "seeds": 1, "total_steps": 1000, "env": {"id": "CartPole-v1"}}
     (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
-    summary = {"status": status, "final_mean_return_100": final, "solved_step": solved_step, "reward_threshold": 475.0}
+    summary = {"status": status, "env_steps": 1000, "final_mean_return_100": final, "solved_step": solved_step,
+               "reward_threshold": 475.0}  # fmt: skip
     (d / "summary.json").write_text(json.dumps(summary))
     return d
 
@@ -223,8 +224,8 @@ def test_two_folders_of_runs_decided_without_training(tmp_path):
     from entrypoints import in_process
 
     for seed in range(10):
-        fake_run(tmp_path / "A" / f"seed={seed}", seed, 100.0 + seed, 5000 if seed < 3 else None)
-        fake_run(tmp_path / "B" / f"seed={seed}", seed, 480.0, 4000)
+        fake_run(tmp_path / "A" / f"seed={seed}", seed, 100.0 + seed, 500 if seed < 3 else None)
+        fake_run(tmp_path / "B" / f"seed={seed}", seed, 480.0, 400)
     fake_run(tmp_path / "A" / "seed=10", 10, 1.0, None)
     proc = in_process("rlrun.compare.cli", "A=A", "B=B", "dir=out", cwd=tmp_path, rc=0)
     assert proc.stdout.startswith("B better than A: 10/10 (B) against 3/10 (A) reached 475, discordant seeds 7 B-only")
@@ -298,3 +299,59 @@ def test_looks_of_stops_at_the_first_look_that_decides_and_asks_for_no_more_roun
     assert asked == [(7000, 10), (7010, 10)]
     same = [lk for lk, _, _ in looks_of(plan(metric="final", seeds=10, max_seeds=40), lambda f, n: {"A": a, "B": a})]
     assert [lk.seeds for lk in same] == [10, 20, 30, 40] and not any(lk.decided for lk in same)
+
+
+@pytest.mark.parametrize(
+    "field, value, why",
+    [
+        ("final_mean_return_100", float("inf"), "final_mean_return_100 is inf"),
+        ("final_mean_return_100", float("-inf"), "final_mean_return_100 is -inf"),
+        ("final_mean_return_100", float("nan"), "final_mean_return_100 is nan"),
+        ("final_mean_return_100", 1e308, "final_mean_return_100 is 1e+308"),
+        ("solved_step", -500, "solved_step is -500"),
+        ("solved_step", 5000, "solved_step is 5000"),  # beyond the run's own env steps (1000)
+        ("solved_step", 1.5, "solved_step is 1.5"),
+    ],
+)
+def test_a_number_that_cannot_be_a_score_is_left_out_and_listed(tmp_path, field, value, why):
+    """A crafted summary.json (Infinity, NaN, 1e308, a negative or out-of-budget solved_step) is no score:
+    its run is left out and named with the reason, never paired (before: inf was scored and gave p = 0)."""
+    from entrypoints import in_process
+
+    for seed in range(4):
+        fake_run(tmp_path / "A" / f"seed={seed}", seed, 10.0 + seed, None)
+        fake_run(tmp_path / "B" / f"seed={seed}", seed, 21.0 + seed, 500)
+    summary = tmp_path / "A" / "seed=0" / "summary.json"
+    crafted = {**json.loads(summary.read_text()), field: value}
+    summary.write_text(json.dumps(crafted))  # json writes Infinity and NaN, as a crafted file may
+    a = arms.read_arm("A", tmp_path / "A")
+    assert list(a.index) == [1, 2, 3]
+    assert a.attrs["left_out"] == [f"{tmp_path / 'A' / 'seed=0'}: summary.json: {why}, {arms.NOT_A_SCORE[field]}"]
+    metric = "steps" if field == "solved_step" else "final"
+    proc = in_process("rlrun.compare.cli", "A=A", "B=B", f"metric={metric}", "dir=out", cwd=tmp_path, rc=0)
+    assert proc.stdout.startswith("undecided after 3 paired seeds"), proc.stdout
+    assert "p = 0.25 (level 0.05)" in proc.stdout  # 2 / 2^3: every seed one way, yet too few to decide
+    assert f"left out 1 run (compare.md lists it): {Path('A', 'seed=0')}: summary.json: {why}" in proc.stderr
+    assert why in (tmp_path / "out" / "compare.md").read_text()
+
+
+def test_four_pairs_cannot_decide_at_five_percent():
+    import pandas as pd
+
+    both = pd.DataFrame({"a_final": [1.0, 2.0, 3.0, 4.0], "b_final": [1e30, 1e30, 1e30, 1e30]})
+    lk = decide.look(both, "final", 0.05, None, 0, [])
+    assert lk.p == pytest.approx(0.125) and not lk.decided
+
+
+def test_a_curve_holding_a_value_that_is_no_return_leaves_its_run_out_of_auc(tmp_path):
+    import pandas as pd
+
+    for seed in (0, 1):
+        fake_run(tmp_path / "A" / f"seed={seed}", seed, 10.0, None)
+    a = arms.read_arm("A", tmp_path / "A")
+    jobs = a["job"].tolist()
+    values = [1.0, float("inf"), 2.0, 4.0]
+    curves = pd.DataFrame({"step": [0, 10, 0, 10], "value": values, "job": jobs[:1] * 2 + jobs[1:] * 2})
+    scored = arms.with_auc(a, curves)
+    assert list(scored.index) == [1] and scored["auc"].tolist() == [3.0]
+    assert scored.attrs["left_out"] == [f"{jobs[0]}: its curve holds inf, {arms.NOT_A_SCORE['auc']}"]

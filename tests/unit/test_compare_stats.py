@@ -111,3 +111,21 @@ def test_paired_bootstrap_of_a_mean_difference():
     wide = stats.paired_bootstrap(np.zeros(10), np.arange(10.0), level=0.99)
     narrow = stats.paired_bootstrap(np.zeros(10), np.arange(10.0), level=0.5)
     assert wide[0] < narrow[0] < 4.5 < narrow[1] < wide[1]
+
+
+def test_sign_flip_p_is_never_below_its_exact_minimum():
+    """Two-sided, n pairs: the observed signs and their mirror are always as extreme, so p >= 2 / 2^n (4 pairs
+    cannot decide at 5%); scores whose differences overflow are scaled first, and a non-finite one is refused
+    (before: an infinite score gave p = 0)."""
+    rng = np.random.default_rng(1)
+    for n in range(1, 9):
+        for scale in (1.0, 1e300, 1e-300):
+            a, b = rng.normal(size=n) * scale, rng.normal(size=n) * scale + scale
+            assert stats.sign_flip_p(a, b) >= 2 / 2**n
+    assert stats.sign_flip_p([1e308] * 4, [-1e308] * 4) == pytest.approx(2 / 16)  # b - a overflows to -inf
+    for bad in (math.inf, -math.inf, math.nan):
+        with pytest.raises(ValueError, match="finite"):
+            stats.sign_flip_p([bad, 1.0, 2.0, 3.0], [21.0, 22.0, 23.0, 24.0])
+        with pytest.raises(ValueError, match="finite"):
+            stats.paired_bootstrap([bad, 1.0, 2.0, 3.0], [21.0, 22.0, 23.0, 24.0])
+    assert stats.paired_bootstrap([1e308, 1e308], [0.0, 0.0]) == pytest.approx((-1e308, -1e308))  # no overflow
