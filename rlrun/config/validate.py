@@ -87,20 +87,21 @@ def _env(cfg: DictConfig) -> None:
     if cfg.env.clip_reward is not None:
         positive(cfg, "env.clip_reward")
     in_range(cfg, "env.frame_stack", 0, math.inf, hi_open=True)
-    one_of(cfg, "network.encoder", ["mlp", "nature_cnn", "minatar_cnn"])
+    one_of(cfg, "network.encoder", ["mlp", "nature_cnn", "der_cnn", "minatar_cnn"])
+    frame_encoders = ("nature_cnn", "der_cnn")  # rlrun.nets.networks.FRAME_ENCODERS (torch: not imported here)
     if cfg.env.frame_stack > 0:
         check(
-            cfg.network.encoder == "nature_cnn",
+            cfg.network.encoder in frame_encoders,
             "network.encoder",
             cfg.network.encoder,
-            "nature_cnn for stacked pixel frames (env.frame_stack > 0): use network=cnn",
+            "nature_cnn or der_cnn for stacked pixel frames (env.frame_stack > 0): use network=cnn or network=der",
         )
-    if cfg.network.encoder == "nature_cnn":
+    if cfg.network.encoder in frame_encoders:
         check(
             cfg.env.frame_stack > 0,
             "env.frame_stack",
             cfg.env.frame_stack,
-            "> 0 with network.encoder=nature_cnn (the CNN reads stacked frames)",
+            f"> 0 with network.encoder={cfg.network.encoder} (the CNN reads stacked frames)",
         )
     if cfg.env.action_bins is not None:
         check(cfg.env.action_bins >= 2, "env.action_bins", cfg.env.action_bins, "an integer >= 2, or null")
@@ -108,6 +109,8 @@ def _env(cfg: DictConfig) -> None:
         one_of(cfg, "env.atari.backend", ["gymnasium", "vector"])
         if cfg.env.atari.threads is not None:
             positive(cfg, "env.atari.threads")
+        if cfg.env.atari.repeat_action_probability is not None:
+            in_range(cfg, "env.atari.repeat_action_probability", 0.0, 1.0)
 
 
 def _network(cfg: DictConfig) -> None:
@@ -135,6 +138,15 @@ def _buffer(cfg: DictConfig) -> None:
     """The buffer group (PER's exponents where it is chosen)."""
     positive(cfg, "buffer.capacity")
     positive(cfg, "buffer.n_step")
+    one_of(cfg, "buffer.augment", ["none", "random_shift"])
+    if cfg.buffer.augment != "none":
+        positive(cfg, "buffer.augment_pad")
+        check(
+            cfg.network.encoder != "mlp",
+            "buffer.augment",
+            cfg.buffer.augment,
+            "none with network.encoder=mlp (random_shift shifts images: a conv encoder's pixel observations)",
+        )
     if "alpha" in cfg.buffer:
         in_range(cfg, "buffer.alpha", 0.0, 1.0)
         in_range(cfg, "buffer.beta_start", 0.0, 1.0)

@@ -160,13 +160,16 @@ def make_atari_env(
     vectorization: str = "sync",
     train: bool = True,
     fire_reset: str | bool = "false",
+    repeat_action_probability: float | None = None,
 ) -> AtariEpisodes:
     """An ALE game as `AtariEpisodes` over the chosen backend. `max_episode_steps` counts agent steps (the
     time limit truncates, and is bootstrapped); null keeps the registered id's frame cap (108,000 frames
     for v5 ids). Evaluation envs (`train=False`) play whole games. `fire_reset`: FIRE at each life's start
     (auto, env.atari.fire_reset's default: for the games in FIRE_TO_START; true: any game whose action set
-    has FIRE; false, the default here: never)."""
+    has FIRE; false, the default here: never). `repeat_action_probability`: sticky actions' per-frame chance;
+    None keeps the registered id's (0.25 for v5 ids), 0.0 turns them off (the Atari 100k benchmark's)."""
     fire = fire_setting(fire_reset)
+    sticky = {} if repeat_action_probability is None else {"repeat_action_probability": repeat_action_probability}
     if backend == "vector":
         # the atari extra: only for ALE games
         from ale_py.vector_env import AtariVectorEnv
@@ -178,7 +181,7 @@ def make_atari_env(
             num_threads=threads or emulator_threads(num_envs),
             autoreset_mode=AutoresetMode.SAME_STEP,
             max_num_frames_per_episode=ale.get("max_num_frames_per_episode") or 108_000,
-            repeat_action_probability=ale.get("repeat_action_probability", 0.25),
+            repeat_action_probability={**ale, **sticky}.get("repeat_action_probability", 0.25),
             full_action_space=ale.get("full_action_space", False),
             img_height=screen_size,
             img_width=screen_size,
@@ -215,6 +218,7 @@ def make_atari_env(
             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
             wrappers=wrappers,
             frameskip=1,  # AtariPreprocessing skips (and max-pools) instead
+            **sticky,
         )
         actions = list(cast(Any, env).call("get_action_meanings")[0])  # sync and async vector envs have `call`
     else:

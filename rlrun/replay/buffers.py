@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from rlrun.replay.augment import make_augmentation
 from rlrun.replay.base import Batch, Ring
 from rlrun.replay.prioritized import Prioritized
 
@@ -31,9 +32,14 @@ class ReplayBuffer(Ring):
         device: torch.device | str = "cpu",
         obs_dtype: torch.dtype = torch.float32,
         generator: torch.Generator | None = None,
+        augment: str = "none",
+        augment_pad: int = 4,
     ):
         self._allocate((), capacity, obs_shape, obs_dtype, device)
         self.generator = generator
+        # buffer.augment (rlrun.replay.augment), applied to every sample; a frame-index buffer hands it to its
+        # FrameStore, which applies it to the decoded pixels
+        self.augment = make_augmentation(augment, augment_pad, [generator], batch_dims=1)
         self.pos, self.size, self.num_added = 0, 0, 0
 
     def __len__(self) -> int:
@@ -97,7 +103,7 @@ class ReplayBuffer(Ring):
 
     def sample(self, batch_size: int, beta: float = 1.0) -> Batch:
         idx, weights = self._sample_indices(batch_size, beta)
-        return Batch(
+        batch = Batch(
             self.obs[idx],
             self.actions[idx],
             self.rewards[idx],
@@ -107,6 +113,7 @@ class ReplayBuffer(Ring):
             weights,
             (self.num_added if self._dev_added is None else self._dev_added) - 1 - self.added_at[idx],
         )
+        return batch if self.augment is None else self.augment(batch)
 
 
 class PrioritizedReplayBuffer(Prioritized, ReplayBuffer):
@@ -123,8 +130,10 @@ class PrioritizedReplayBuffer(Prioritized, ReplayBuffer):
         beta_start: float = 0.4,
         beta_anneal_steps: int | None = None,
         priority_eps: float = 1e-6,
+        augment: str = "none",
+        augment_pad: int = 4,
     ):
-        super().__init__(capacity, obs_shape, device, obs_dtype, generator)
+        super().__init__(capacity, obs_shape, device, obs_dtype, generator, augment, augment_pad)
         self._setup_priorities(None, alpha, beta_start, beta_anneal_steps, priority_eps)
 
 
@@ -141,9 +150,12 @@ class StackedReplayBuffer(Ring):
         generators: Sequence[torch.Generator],
         device: torch.device | str = "cpu",
         obs_dtype: torch.dtype = torch.float32,
+        augment: str = "none",
+        augment_pad: int = 4,
     ):
         self._allocate((agents,), capacity, obs_shape, obs_dtype, device)
         self.agents, self.generators = agents, list(generators)
+        self.augment = make_augmentation(augment, augment_pad, self.generators, batch_dims=2)
         self.pos = np.zeros(agents, dtype=np.int64)
         self._sizes = np.zeros(agents, dtype=np.int64)
         self.num_added = np.zeros(agents, dtype=np.int64)
@@ -223,7 +235,7 @@ class StackedReplayBuffer(Ring):
             num_added = self._dev_added.unsqueeze(1)
         else:
             num_added = torch.as_tensor(self.num_added, device=self.device).unsqueeze(1)
-        return Batch(
+        batch = Batch(
             self.obs[rows, idx],
             self.actions[rows, idx],
             self.rewards[rows, idx],
@@ -233,6 +245,7 @@ class StackedReplayBuffer(Ring):
             weights,
             num_added - 1 - self.added_at[rows, idx],
         )
+        return batch if self.augment is None else self.augment(batch)
 
 
 class StackedPrioritizedReplayBuffer(Prioritized, StackedReplayBuffer):
@@ -250,6 +263,8 @@ class StackedPrioritizedReplayBuffer(Prioritized, StackedReplayBuffer):
         beta_start: float = 0.4,
         beta_anneal_steps: int | None = None,
         priority_eps: float = 1e-6,
+        augment: str = "none",
+        augment_pad: int = 4,
     ):
-        super().__init__(agents, capacity, obs_shape, generators, device, obs_dtype)
+        super().__init__(agents, capacity, obs_shape, generators, device, obs_dtype, augment, augment_pad)
         self._setup_priorities(agents, alpha, beta_start, beta_anneal_steps, priority_eps)

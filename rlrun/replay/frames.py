@@ -10,6 +10,8 @@ into pixel stacks on the training device. The stacks are exactly those of gymnas
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
@@ -22,6 +24,8 @@ class FrameStore:
         self.frames = torch.zeros((self.capacity, *frame_shape), dtype=dtype, device=device)
         self.written = 0  # global index of the next frame
         self.current = np.zeros((num_envs, stack), dtype=np.int64)  # each env's current stack
+        # buffer.augment for the decoded pixels (rlrun.replay.augment; the replay buffer's, which samples indices)
+        self.augment: Callable[[Batch], Batch] | None = None
 
     def _write(self, frames: np.ndarray) -> np.ndarray:
         n = len(frames)
@@ -52,7 +56,8 @@ class FrameStore:
     def decode(self, batch: Batch) -> Batch:
         """A batch sampled from index stacks, with its obs and next_obs as pixel stacks."""
         cap = self.capacity
-        return batch._replace(obs=self.frames[batch.obs % cap], next_obs=self.frames[batch.next_obs % cap])
+        batch = batch._replace(obs=self.frames[batch.obs % cap], next_obs=self.frames[batch.next_obs % cap])
+        return batch if self.augment is None else self.augment(batch)
 
     def check(self, buffer) -> None:
         """Fail loudly if frames that stored transitions still refer to have been overwritten (episodes

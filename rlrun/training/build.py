@@ -188,6 +188,7 @@ def build(cfg: DictConfig) -> Parts:
         per_agent = capacity + capacity // 16 + 1024 + e.num_envs * e.frame_stack
         frames = FrameStore(per_agent * len(seeds), obs_shape[1:], e.frame_stack, e.num_envs * len(seeds), device)
         buffer = make_replay(cfg, seeds, (e.frame_stack,), torch.int64, generators, device)
+        frames.augment, buffer.augment = buffer.augment, None  # buffer.augment shifts pixels, not frame indices
     else:
         # uint8 observations (MinAtar's grids) stored as they come: a quarter of float32's memory
         obs_dtype = torch.uint8 if stored_obs_itemsize(envs.single_observation_space.dtype) == 1 else torch.float32

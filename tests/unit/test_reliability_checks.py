@@ -56,7 +56,7 @@ def test_keys_of_every_option_are_in_the_schema(compose):
     from rlrun.config.validate import validate
 
     conf = Path(rlrun.__file__).parent / "conf"
-    pixels = {"env=atari": "network=cnn", "network=cnn": "env=atari"}
+    pixels = {"env=atari": "network=cnn", "network=cnn": "env=atari", "network=der": "env=atari"}
     for group in ("env", "network", "buffer", "optimizer", "device"):
         for option in sorted((conf / group).glob("*.yaml")):
             choice = f"{group}={option.stem}"
