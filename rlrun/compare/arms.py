@@ -116,14 +116,22 @@ def curve_area(curve: pd.DataFrame) -> float:
 
 
 def curves(table: pd.DataFrame, label: str) -> pd.DataFrame:
-    """Every run's 100-episode mean training curve, in the report's long format (job, configuration, env)."""
-    frames = [
-        load_curve(Path(row.job)).assign(job=row.job, configuration=label, env=row.env) for row in table.itertuples()
-    ]
+    """Every run's 100-episode mean training curve, in the report's long format (job, configuration, env). A
+    run whose curve is damaged (a CSV value that is no number) has none: `attrs["damaged"]` lists (job, why)."""
+    frames, damaged = [], []
+    for row in table.itertuples():
+        try:
+            frames.append(load_curve(Path(row.job)).assign(job=row.job, configuration=label, env=row.env))
+        except DamagedJob as e:
+            damaged.append((row.job, str(e)))
     frames = [f for f in frames if len(f)]
-    if not frames:
-        return pd.DataFrame(columns=["step", "value", "job", "configuration", "env"])
-    return pd.concat(frames, ignore_index=True)
+    out = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=["step", "value", "job", "configuration", "env"])
+    )
+    out.attrs["damaged"] = damaged
+    return out
 
 
 def with_auc(table: pd.DataFrame, arm_curves: pd.DataFrame) -> pd.DataFrame:
@@ -136,7 +144,9 @@ def with_auc(table: pd.DataFrame, arm_curves: pd.DataFrame) -> pd.DataFrame:
         if len(values := [v for v in c["value"].to_numpy(float) if not a_return(v)])
     }
     left = [f"{job}: its curve holds {value!r}, {NOT_A_SCORE['auc']}" for job, value in bad.items()]
-    out = table[~table["job"].isin(bad)]
+    left += [f"{job}: {why}" for job, why in arm_curves.attrs.get("damaged", [])]
+    damaged = {job for job, _ in arm_curves.attrs.get("damaged", [])}
+    out = table[~table["job"].isin(bad) & ~table["job"].isin(damaged)]
     out = out.assign(auc=[areas.get(job, np.nan) for job in out["job"]])
     out.attrs = {**table.attrs, "left_out": [*table.attrs.get("left_out", []), *left]}
     return out

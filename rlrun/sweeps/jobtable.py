@@ -227,12 +227,43 @@ def _events_curve(run_dir: Path, tag: str) -> pd.DataFrame:
             bounded.check_file(events)  # what TensorBoard's reader opens: regular files of bounded size
     except bounded.FileRefused:
         return pd.DataFrame(columns=["step", "value"])  # the run's CSV files give its curve instead
-    with quiet("tensorboard"):
-        acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    with quiet("tensorboard"), utf8_path(run_dir) as readable:
+        acc = EventAccumulator(str(readable), size_guidance={"scalars": 0})
         acc.Reload()
     if tag not in acc.Tags()["scalars"]:
         return pd.DataFrame(columns=["step", "value"])
     return pd.DataFrame([(e.step, e.value) for e in acc.Scalars(tag)], columns=["step", "value"])
+
+
+@contextmanager
+def utf8_path(path: Path) -> Iterator[Path]:
+    """`path`, or where its name is not UTF-8 (a folder named with bytes Python keeps as surrogates, which
+    TensorBoard's reader cannot encode), a link to it of a UTF-8 name in a temporary folder."""
+    try:
+        str(path).encode("utf-8")
+        utf8 = True
+    except UnicodeEncodeError:
+        utf8 = False
+    if utf8:
+        yield path
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        link = Path(tmp) / "run"
+        os.symlink(os.path.abspath(path), link)
+        yield link
+
+
+def numbers(table: pd.DataFrame, column: str, name: str) -> pd.Series:
+    """`table[column]` as floats, or a DamagedJob naming the file `name`, the row (1 is the first after the
+    header) and the value that is not a number."""
+    values = pd.to_numeric(table[column], errors="coerce")
+    bad = values.isna() & table[column].notna()
+    if bad.any():
+        i = int(bad.to_numpy().argmax())
+        raise DamagedJob(f"{name} row {i + 1}: {column} {table[column].iloc[i]!r} is not a number")
+    return values.astype(float)
 
 
 def _csv(path: Path) -> pd.DataFrame | None:
@@ -246,7 +277,8 @@ def _csv(path: Path) -> pd.DataFrame | None:
 def load_curve(run_dir: Path, tag: str = CURVE_TAG) -> pd.DataFrame:
     """A scalar tag of one run as (step, value): from its TensorBoard events, else its scalars.csv
     (`logger=csv`), else, for `charts/mean_return_100`, the 100-episode rolling mean of its episodes.csv
-    (every run writes it, whatever its logger)."""
+    (every run writes it, whatever its logger). A CSV value that is no number is a `DamagedJob` naming the
+    file and row."""
     run_dir = Path(run_dir)
     if any(run_dir.glob("events.out.tfevents.*")):
         curve = _events_curve(run_dir, tag)
@@ -256,24 +288,35 @@ def load_curve(run_dir: Path, tag: str = CURVE_TAG) -> pd.DataFrame:
     if scalars is not None and {"env_step", "tag", "value"} <= set(scalars.columns):
         rows = scalars[scalars["tag"] == tag]
         if len(rows):
-            return pd.DataFrame({"step": rows["env_step"].to_numpy(), "value": rows["value"].to_numpy(float)})
+            steps, values = numbers(rows, "env_step", "scalars.csv"), numbers(rows, "value", "scalars.csv")
+            return pd.DataFrame({"step": steps.to_numpy(), "value": values.to_numpy()})
     episodes = _csv(run_dir / "episodes.csv")
     if tag == CURVE_TAG and episodes is not None and {"env_step", "return"} <= set(episodes.columns):
-        mean = episodes["return"].astype(float).rolling(100, min_periods=1).mean()
-        return pd.DataFrame({"step": episodes["env_step"].to_numpy(), "value": mean.to_numpy()})
+        steps, returns = numbers(episodes, "env_step", "episodes.csv"), numbers(episodes, "return", "episodes.csv")
+        mean = returns.rolling(100, min_periods=1).mean()
+        return pd.DataFrame({"step": steps.to_numpy(), "value": mean.to_numpy()})
     return pd.DataFrame(columns=["step", "value"])
 
 
 def curves_of(runs: pd.DataFrame, tag: str = CURVE_TAG) -> pd.DataFrame:
-    """Long format: job, configuration, env, step, value for every finished job of `runs` (`load_sweep`)."""
-    frames = []
+    """Long format: job, configuration, env, step, value for every finished job of `runs` (`load_sweep`). A
+    job whose curve is damaged is left out: `attrs["damaged"]` lists them as (job directory, reason)."""
+    frames, damaged = [], []
     for row in runs[runs["status"].isin(FINISHED)].itertuples() if not runs.empty else []:
-        curve = load_curve(Path(row.job), tag)
+        try:
+            curve = load_curve(Path(row.job), tag)
+        except DamagedJob as e:
+            damaged.append((row.job, str(e)))
+            continue
         if len(curve):
             frames.append(curve.assign(job=row.job, configuration=row.configuration, env=row.env))
-    if not frames:
-        return pd.DataFrame(columns=["step", "value", "job", "configuration", "env"])
-    return pd.concat(frames, ignore_index=True)
+    table = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=["step", "value", "job", "configuration", "env"])
+    )
+    table.attrs["damaged"] = damaged
+    return table
 
 
 def load_curves(root: Path, tag: str = CURVE_TAG) -> pd.DataFrame:

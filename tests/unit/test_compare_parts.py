@@ -355,3 +355,20 @@ def test_a_curve_holding_a_value_that_is_no_return_leaves_its_run_out_of_auc(tmp
     scored = arms.with_auc(a, curves)
     assert list(scored.index) == [1] and scored["auc"].tolist() == [3.0]
     assert scored.attrs["left_out"] == [f"{jobs[0]}: its curve holds inf, {arms.NOT_A_SCORE['auc']}"]
+
+
+def test_auc_of_a_curve_that_is_no_number_leaves_its_run_out_and_names_the_file(tmp_path):
+    """An episodes.csv row `10,1,abc,10` (before: a ValueError traceback from load_curve)."""
+    from entrypoints import in_process
+
+    for arm, base in (("A", 10), ("B", 20)):
+        for seed in range(4):
+            d = fake_run(tmp_path / arm / f"seed={seed}", seed, float(base), None)
+            rows = [f"{10 * i},{i},{base + i},10" for i in range(1, 4)]
+            (d / "episodes.csv").write_text("env_step,episode,return,length\n" + "\n".join(rows) + "\n")
+    (tmp_path / "A" / "seed=0" / "episodes.csv").write_text("env_step,episode,return,length\n10,1,abc,10\n")
+    proc = in_process("rlrun.compare.cli", "A=A", "B=B", "metric=auc", "dir=out", cwd=tmp_path, rc=0)
+    assert proc.stdout.startswith("undecided after 3 paired seeds"), proc.stdout
+    left = f"{Path('A', 'seed=0')}: episodes.csv row 1: return 'abc' is not a number"
+    assert f"left out 1 run (compare.md lists it): {left}" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
