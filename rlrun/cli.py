@@ -32,7 +32,6 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-import rlrun
 from rlrun import console
 from rlrun.config import preflight, schemas as config
 from rlrun.config.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSource, composed_once
@@ -44,6 +43,7 @@ from rlrun.storage import rundir
 from rlrun.storage.summary import objective
 from rlrun.training import signals
 from rlrun.training.jobs import EXIT_CONFIG, EXIT_OS, fail, run_job
+from rlrun.version import __version__
 
 
 @hydra.main(version_base="1.3", config_path=APP_CONFIG_PATH, config_name=APP_CONFIG_NAME)
@@ -76,7 +76,7 @@ def main() -> None:
     console.guard()  # a closed, full or broken stdout/stderr never fails the run
     signals.stop_on_signal()
     if "--version" in sys.argv[1:]:  # rlrun's, with Hydra's (Hydra's own flag would print only its version)
-        print(f"rlrun {rlrun.__version__} (Hydra {hydra.__version__})")
+        print(f"rlrun {__version__} (Hydra {hydra.__version__})")
         return
     with composed_once():  # the checks read the command line more than once: composed once
         args = sys.argv[1:] = normalized_argv(sys.argv[1:])  # total_steps=1e5: an integer

@@ -1,8 +1,10 @@
 """`python -m rlrun.train [overrides]`: train DQN agents as the composed config says (rlrun.cli).
 
-`rlrun.train.train(cfg, out_dir)` is `rlrun.run.train`, the plain function behind the command. Run as a
-command, this module hands over to the command line before importing anything heavy (torch is imported
-only once a run starts, so `--help` and refused commands return quickly).
+Imported, `from rlrun import train` gives this module, and it trains when called: `train(cfg, out_dir)` is
+`rlrun.run.train`, the plain function behind the command (also `rlrun.train.train`). A package's submodule
+takes its name in the package once imported, so the module itself is the callable, whichever is imported
+first. Run as a command, this module hands over to the command line before importing anything heavy (torch
+is imported only once a run starts, so `--help` and refused commands return quickly).
 """
 
 from __future__ import annotations
@@ -16,8 +18,22 @@ if __name__ == "__main__":  # `python -m rlrun.train`: a signal during the impor
 
     run_then_exit(main)
 else:
+    import inspect
+    import sys
+    import types
+    from typing import Any
+
     from rlrun.errors import NonFiniteError
     from rlrun.run import train
     from rlrun.training.loop import Preempted
 
     __all__ = ["NonFiniteError", "Preempted", "train"]
+    __signature__ = inspect.signature(train)  # what help() and a notebook show for `train(`
+
+    class _TrainModule(types.ModuleType):
+        """This module, called: `rlrun.run.train` (the module's `train` at call time)."""
+
+        def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            return self.train(*args, **kwargs)
+
+    sys.modules[__name__].__class__ = _TrainModule

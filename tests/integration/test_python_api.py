@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 import rlrun
@@ -54,11 +55,13 @@ def test_a_caller_silences_the_lines_with_the_rlrun_logger_level(tmp_path, compo
     assert (tmp_path / "run" / "train.log").exists()
 
 
-def test_a_script_that_configures_no_logging_prints_the_lines(tmp_path):
+# the documented import, in a fresh interpreter, either first or after the command's module (which it names)
+@pytest.mark.parametrize("imports", ["from rlrun import train\n", "import rlrun.train\nfrom rlrun import train\n"])
+def test_a_script_that_configures_no_logging_prints_the_lines(tmp_path, imports):
     script = (
         "import sys\n"
         "from hydra import compose, initialize_config_module\n"
-        "from rlrun.run import train\n"
+        f"{imports}"
         "with initialize_config_module(config_module='rlrun.conf', version_base='1.3'):\n"
         f"    cfg = compose(config_name='config', overrides={TINY + LINES!r})\n"
         "train(cfg, sys.argv[1])\n"
