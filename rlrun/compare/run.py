@@ -3,6 +3,7 @@ after each, and the files written at the end."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -199,13 +200,32 @@ def finish(
             threshold=threshold,
         )
     except OSError as e:  # the verdict is still shown; the runs compared are untouched
-        print(line)
+        answer(line, None)
         fail(f"cannot write the comparison's report into {root}: {e.strerror or e}; choose another dir=", 4)
-    print(line)
+    answer(line, root / "compare.md")
     if left:  # runs not scored (unfinished, damaged, a number no run writes): named, never silently dropped
         some = "1 run (compare.md lists it)" if len(left) == 1 else f"{len(left)} runs (compare.md lists them), first"
         print(f"rlrun.compare: left out {some}: {left[0]}", file=sys.stderr)
     print(f"rlrun.compare: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+
+
+def answer(line: str, report: Path | None) -> None:
+    """The verdict on stdout. It is the command's answer, so a stdout that cannot take it (a full disk, a
+    reader gone) is exit 4 with one line on stderr (naming the `report` that holds it, where one was
+    written), where the console guard (rlrun.console) would drop it."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a captured stream (a test, a notebook): it takes it
+        print(line)
+        return
+    sys.stdout.flush()  # nothing else is pending: the progress lines go to stderr
+    data = (line + "\n").encode(sys.stdout.encoding or "utf-8", "backslashreplace")
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError as e:
+        where = f"; it heads {report}" if report is not None else ""
+        fail(f"cannot write the verdict to stdout ({e.strerror or e}){where}", 4)
 
 
 def decide_folders(a: Path, b: Path, metric: str, alpha: float, root: Path, command_line: str) -> None:

@@ -184,3 +184,15 @@ def test_an_interrupted_comparison_continues_where_it_stopped(tmp_path):
     assert {p: t for p, t in mtimes(out).items() if p in round_one} == round_one  # round 1 not retrained
     assert again.stdout.startswith("undecided after 4 paired seeds (the budget)") or " better than " in again.stdout
     assert len((out / "compare.csv").read_text().splitlines()) == 5
+
+
+def test_a_verdict_written_to_a_full_disk_fails_the_command(tmp_path):
+    """`> /dev/full`: the verdict, the command's answer, cannot be shown: exit 4 and one line on stderr (before:
+    exit 0, the verdict dropped). The report is written all the same."""
+    a, b = fake_runs(tmp_path / "a", [10.0, 11.0]), fake_runs(tmp_path / "b", [12.0, 13.0])
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([*COMMAND, f"A={a}", f"B={b}", "metric=final", f"dir={tmp_path / 'out'}"],
+                              cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.returncode == 4, proc.stderr
+    assert "rlrun.compare: cannot write the verdict to stdout (No space left on device); it heads " in proc.stderr
+    assert "Traceback" not in proc.stderr and (tmp_path / "out" / "compare.md").is_file()

@@ -372,3 +372,26 @@ def test_auc_of_a_curve_that_is_no_number_leaves_its_run_out_and_names_the_file(
     left = f"{Path('A', 'seed=0')}: episodes.csv row 1: return 'abc' is not a number"
     assert f"left out 1 run (compare.md lists it): {left}" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_verdict_that_stdout_cannot_take_is_exit_4_with_one_line(tmp_path, monkeypatch, capsys):
+    """`python -m rlrun.compare ... > /dev/full`: the verdict is the command's answer, so a stdout that cannot
+    take it fails the command (before: the console guard dropped it and the exit was 0)."""
+    import io
+
+    from rlrun import console
+    from rlrun.compare import run
+
+    full = open("/dev/full", "w")  # noqa: SIM115 (closed below)
+    monkeypatch.setattr("sys.stdout", console.Console(full, full.fileno()))  # as console.guard() wraps it
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            run.answer("B better than A: ...", tmp_path / "out" / "compare.md")
+    finally:
+        full.close()
+    assert exit_.value.code == 4
+    err = capsys.readouterr().err
+    assert err == f"rlrun.compare: cannot write the verdict to stdout (No space left on device); it heads " \
+        f"{tmp_path / 'out' / 'compare.md'}\n"  # fmt: skip
+    monkeypatch.setattr("sys.stdout", io.StringIO())  # a captured stream takes it
+    run.answer("B better than A: ...", None)
