@@ -90,6 +90,8 @@ def main() -> None:
             return
         try:
             plan = preflight.plan(args)
+            if plan is None:
+                check_shown_config(args)
         except (ConfigError, rundir.RunDirError) as e:
             fail(EXIT_CONFIG, str(e))
         except OSError as e:
@@ -111,6 +113,14 @@ def main() -> None:
     register_configs()  # the schemas Hydra composes with (`--cfg` and the like skip the preflight)
     with _mode_known(plan.hydra_mode) if plan is not None else nullcontext():
         hydra_main()
+
+
+def check_shown_config(argv: list[str]) -> None:
+    """`--cfg` and `--info` show the config the overrides compose: one that does not compose is refused as a
+    run's is (ConfigError: one line, exit 2), not with Hydra's many-line error and exit 1."""
+    args = get_args_parser().parse_args(argv)
+    if args.cfg or args.info:
+        preflight.compose(list(args.overrides), ConfigSource.from_args(args))
 
 
 def command() -> None:
