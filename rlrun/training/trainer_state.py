@@ -67,7 +67,7 @@ def load_state_dict(self: Any, state: dict[str, Any]) -> None:
     self.window.load_state_dict(state, p.device)
     if p.frames is not None:
         p.frames.load_state_dict(state["frames"])
-    self.population.failed = dict(state.get("failed_agents", {}))
+    self.population.failed = _failed_agents(state.get("failed_agents", {}), self.population.agents)
     if self.population.failed:
         p.learner.failed = torch.zeros(self.population.agents, dtype=torch.bool, device=p.device)
         p.learner.failed[list(self.population.failed)] = True
@@ -87,3 +87,15 @@ def _pending(pending: Any, pbt: bool) -> list[str]:
     if not isinstance(pending, list) or not all(isinstance(x, str) for x in pending) or pending not in allowed:
         raise ckpt.CheckpointError(f"the checkpoint's pending work {reprlib.repr(pending)} is not one of {allowed}")
     return list(pending)
+
+
+def _failed_agents(failed: Any, agents: int) -> dict[int, str]:
+    """The stopped agents (Population.failed): agent index (0 to `agents` - 1) -> why; anything else refused."""
+    if not isinstance(failed, dict) or not all(
+        type(k) is int and 0 <= k < agents and isinstance(v, str) for k, v in failed.items()
+    ):
+        raise ckpt.CheckpointError(
+            f"the checkpoint's stopped agents {reprlib.repr(failed)} are not a dict of agent index "
+            f"(0 to {agents - 1}) to reason"
+        )
+    return dict(failed)
