@@ -36,13 +36,14 @@ from rlrun.errors import ConfigError, FinishedRunError, SolvedRunError
 from rlrun.run import train
 from rlrun.storage import agent_dirs, checkpoint as ckpt, rundir, summary as run_summary
 from rlrun.training.agents import dir_plan
-from rlrun.training.jobs import run_job
+from rlrun.training.jobs import EXIT_CONFIG, fail, run_job
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
 USAGE = (
     "usage: python -m rlrun.resume <run dir> [overrides]\n"
+    "       python -m rlrun.resume <sweep dir>   (a stopped sweep: its finished jobs kept, the others run)\n"
     "  overrides may set total_steps, stop_on_solve, objective, log.*, eval.*, checkpoint.*, device.*, logger.*\n"
     "  (the saved logger.* locations are not used), and repeat the saved env.id"
 )
@@ -136,14 +137,19 @@ def log_to(run_dir: Path) -> None:
         root.addHandler(handler)
 
 
-def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
-    """Continue the run in `run_dir`; exits with the codes of `rlrun.cli` when it cannot."""
-
-    def job() -> dict[str, Any]:
-        if not run_dir.is_dir() or not rundir.holds_run(run_dir):
-            raise ConfigError("resume", str(run_dir), "an existing run directory of rlrun")
-        rundir.claim(run_dir)  # before reading anything: a concurrent resume is refused here
-        state = load_state(run_dir)
+def resume_in_place(
+    run_dir: Path, overrides: list[str], record: bool = True, env_id: str | None = None
+) -> dict[str, Any]:
+    """Train the run in `run_dir` on from its checkpoint (its summary); raises what `run_job` turns into
+    exit codes. `record`: write `.hydra/resume_<time>/` and log to the run's train.log (a job of a continued
+    sweep, run inside Hydra's app, has Hydra's record and logging, no overrides, and the `env_id` its
+    command line repeats)."""
+    if not run_dir.is_dir() or not rundir.holds_run(run_dir):
+        raise ConfigError("resume", str(run_dir), "an existing run directory of rlrun")
+    rundir.claim(run_dir)  # before reading anything: a concurrent resume is refused here
+    state = load_state(run_dir)
+    composed: Any = None  # without overrides nothing is composed (Hydra's app may be running: a sweep's job)
+    if overrides:
         try:
             composed = preflight.task_config(preflight.compose(with_saved_backends(overrides, state["config"])))
         except ConfigError:
@@ -151,21 +157,43 @@ def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
             if unsafe is not None:  # refused by what it would change, not by how Hydra fails to compose it
                 raise saved_config.unsafe_override(run_dir, unsafe) from None
             raise
-        saved = saved_config.from_checkpoint(run_dir, state, saved_config.command_line_env_id(overrides, composed))
-        cfg = saved_config.resumed(run_dir, saved, overrides, composed)
-        check_unfinished(run_dir, state, cfg)
-        preflight.check_job(cfg, {})
-        agent_dirs.check(*dir_plan(cfg), run_dir, new=False)  # the agents' own dirs: refused before the record below
-        record = run_dir / ".hydra" / datetime.now().strftime("resume_%Y-%m-%d_%H-%M-%S-%f")  # never reused
-        record.mkdir(parents=True, exist_ok=True)
-        rundir.write_text(record / "overrides.yaml", yaml.safe_dump(list(overrides)))
-        rundir.write_text(record / "config.yaml", saved_config.to_yaml(cfg))
+        env_id = saved_config.command_line_env_id(overrides, composed)
+    saved = saved_config.from_checkpoint(run_dir, state, env_id)
+    cfg = saved_config.resumed(run_dir, saved, overrides, composed)
+    check_unfinished(run_dir, state, cfg)
+    preflight.check_job(cfg, {})
+    agent_dirs.check(*dir_plan(cfg), run_dir, new=False)  # the agents' own dirs: refused before the record below
+    if record:
+        where = run_dir / ".hydra" / datetime.now().strftime("resume_%Y-%m-%d_%H-%M-%S-%f")  # never reused
+        where.mkdir(parents=True, exist_ok=True)
+        rundir.write_text(where / "overrides.yaml", yaml.safe_dump(list(overrides)))
+        rundir.write_text(where / "config.yaml", saved_config.to_yaml(cfg))
         log_to(run_dir)
-        return train(cfg, run_dir, state)
+    return train(cfg, run_dir, state)
 
-    summary = run_job(job, run_dir)
+
+def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
+    """Continue the run in `run_dir`; exits with the codes of `rlrun.cli` when it cannot."""
+    summary = run_job(lambda: resume_in_place(run_dir, overrides), run_dir)
     assert summary is not None  # run_job exits on failure outside a sweep
     return summary
+
+
+def continue_sweep(sweep_dir: Path, overrides: list[str]) -> None:
+    """Continue the sweep in `sweep_dir` (rlrun.sweeps.continuation): its finished jobs kept, its stopped ones
+    resumed, the ones never started run; then its report, as the sweep command ends."""
+    from rlrun import cli
+    from rlrun.sweeps import batching, continuation
+    from rlrun.training import signals
+
+    try:
+        argv = continuation.continue_argv(sweep_dir, overrides)
+    except ConfigError as e:
+        fail(EXIT_CONFIG, str(e))
+    batching.continuing = sweep_dir.absolute()  # its own directory: not refused as a non-empty one
+    signals.sweep_dir = sweep_dir
+    sys.argv[1:] = argv
+    cli.main()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -176,6 +204,11 @@ def main(argv: list[str] | None = None) -> None:
         print(USAGE, file=sys.stdout if argv else sys.stderr)
         sys.exit(0 if argv else 2)
     stop_on_signal()
+    from rlrun.sweeps.continuation import is_sweep
+
+    if is_sweep(Path(argv[0])):
+        continue_sweep(Path(argv[0]), argv[1:])
+        return
     resume(Path(argv[0]), argv[1:])
 
 

@@ -3,6 +3,7 @@ curves.png, profile.png and sensitivity.png into the sweep directory (or the dir
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from rlrun.report.aggregate import (
 )
 from rlrun.report.plots import plot_curves, plot_profile, plot_sensitivity
 from rlrun.storage import bounded, rundir
+from rlrun.sweeps.continuation import MULTIRUN, continue_command, is_sweep, planned_jobs
 from rlrun.sweeps.jobtable import (
     EVAL,
     EVAL_TAG,
@@ -42,16 +44,44 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def counted(runs: pd.DataFrame) -> str:
-    """'N jobs'; where batched runs (`seeds=K`, `agents=[...]`) count as their agents (a row is a seed, not a
-    process), 'N runs, the agents of J jobs' (or 'M of them the agents of J jobs')."""
+def counted(runs: pd.DataFrame, not_started: int = 0) -> str:
+    """'N jobs' (`not_started`: jobs a sweep planned that have no directory yet, counted in); where batched
+    runs (`seeds=K`, `agents=[...]`) count as their agents (a row is a seed, not a process), 'N runs, the
+    agents of J jobs' (or 'M of them the agents of J jobs')."""
     parents = [Path(job).parent for job in runs.job]
     batched = {p for p in set(parents) if holds_agents(p)}  # each parent's config read once
     agents = sum(p in batched for p in parents)
     if not agents:
-        return _plural(len(runs), "job")
+        return _plural(len(runs) + not_started, "job")
     which = "the" if agents == len(runs) else f"{agents} of them the"
     return f"{_plural(len(runs), 'run')}, {which} agents of {_plural(len(batched), 'job')}"
+
+
+def sweep_plans(roots: list[Path]) -> dict[Path, list[Path]]:
+    """Each sweep under `roots` (a folder with multirun.yaml) whose planned jobs are known: its job directories."""
+    sweeps = {}
+    for root in roots:
+        for found in sorted(root.rglob(MULTIRUN)) if root.is_dir() else []:
+            planned = planned_jobs(found.parent) if is_sweep(found.parent) else None
+            if planned is not None:
+                sweeps[found.parent] = planned
+    return sweeps
+
+
+def not_started(plans: dict[Path, list[Path]], runs: pd.DataFrame) -> list[tuple[Path, Path]]:
+    """(sweep, job directory) of each planned job that has not started: no run of it was found."""
+    found = {os.path.abspath(job) for job in runs.job}
+    return [(sweep, d) for sweep, dirs in plans.items() for d in dirs if os.path.abspath(d) not in found]
+
+
+def with_sweep_command(job: str, how: str, plans: dict[Path, list[Path]]) -> str:
+    """How an unfinished job goes on, with its sweep's continue command where it belongs to a planned sweep."""
+    sweep = next((s for s, dirs in plans.items() if os.path.abspath(job) in map(os.path.abspath, dirs)), None)
+    if sweep is None:
+        return how
+    if "no checkpoint" in how:
+        how = "stopped before its first checkpoint (or still running)"
+    return f"{how}; continue the sweep (every job not finished) with {continue_command(sweep)}"
 
 
 def _ci_cell(iqm: float, lo: float, hi: float, n: int) -> str:
@@ -192,10 +222,15 @@ def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path 
         f"{env} (solve threshold {t:g})" if np.isfinite(t) else str(env)
         for env, t in done.groupby("env")["reward_threshold"].first().items()
     )
+    plans = sweep_plans(roots)
+    waiting = not_started(plans, found)
+    unfinished = runs[runs["status"] == INCOMPLETE]
     lines = [
         f"# Sweep report: {', '.join(folder_name(r) for r in roots)}",
         "",
-        f"{counted(runs)} ({len(done)} finished"
+        f"{counted(runs, len(waiting))} ({len(done)} finished"
+        + (f", {len(unfinished)} unfinished" if len(unfinished) else "")
+        + (f", {len(waiting)} not started" if waiting else "")
         + (f", {len(damaged)} damaged and skipped" if damaged else "")
         + (f"; {_plural(len(found) - len(runs), 'repeat')} of a seed left out" if merged else "")
         + f"), {_plural(len(table), 'configuration')}"
@@ -255,10 +290,12 @@ def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path 
     if not failed.empty:
         lines += ["", "## Failed jobs", ""]
         lines += [f"- `{r.job}` ({r.status}): {r.error}" for r in failed.itertuples()]
-    unfinished = runs[runs["status"] == INCOMPLETE]
     if not unfinished.empty:
         lines += ["", "## Unfinished jobs", ""]
-        lines += [f"- `{r.job}`: {r.error}" for r in unfinished.itertuples()]
+        lines += [f"- `{r.job}`: {with_sweep_command(r.job, r.error, plans)}" for r in unfinished.itertuples()]
+    if waiting:
+        lines += ["", "## Jobs not started", ""]
+        lines += [f"- `{job}`: continue the sweep with {continue_command(sweep)}" for sweep, job in waiting]
     sections = (
         ("Jobs left out of the aggregates", left_out(runs)),
         ("Repeated seeds (one job kept per configuration and seed)", merged_seeds(merged)),

@@ -73,9 +73,15 @@ def resumes_sweep(launcher: DictConfig) -> bool:
     return launcher.get("_target_") == LAUNCHER and launcher.get("resume") is True
 
 
+continuing: Path | None = None  # the sweep `python -m rlrun.resume <sweep dir>` continues (its own directory)
+
+
 def check_sweep_dir(sweep_dir: Path, launcher: DictConfig) -> None:
     """A sweep's directory must be new or empty (rundir.check_new), but for the resume switch: then it is
-    its own batched sweep's, marked by `.batched/`, which must be a directory, not a link to another's."""
+    its own batched sweep's, marked by `.batched/`, which must be a directory, not a link to another's; and
+    but for the sweep `rlrun.resume` continues (`continuing`), which goes into its own directory."""
+    if continuing is not None and Path(sweep_dir).absolute() == continuing and not resumes_sweep(launcher):
+        return
     if not resumes_sweep(launcher):
         rundir.check_new(sweep_dir, "hydra.sweep.dir")
     elif (sweep_dir / ".batched").is_symlink():  # another sweep's groups: never resumed or written through it
@@ -184,7 +190,12 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
             else:
                 run.train_group(batched_config(configs, dirs, where), where)
     except Preempted as e:
-        print(f"rlrun: stopped by {e}; continue with {rundir.resume_command(where)}", file=sys.stderr)
+        from rlrun.sweeps.continuation import continue_command
+
+        print(
+            f"rlrun: stopped by {e}; checkpoint saved in {where}. Continue the sweep with: {continue_command(top)}",
+            file=sys.stderr,
+        )
         return [PREEMPTED] * len(configs)
     except Exception as e:  # the whole process failed: every job in it is marked failed, the sweep goes on
         _, message = jobs.exit_code(e, Path(group_dir))

@@ -14,6 +14,11 @@ log = logging.getLogger(__name__)
 class ReportCallback(Callback):
     """Writes and prints the sweep report (rlrun.report) when a multirun ends."""
 
+    def on_multirun_start(self, config, **kwargs: Any) -> None:
+        from rlrun.training import signals
+
+        signals.sweep_dir = Path(str(config.hydra.sweep.dir))  # a stop names the sweep's continue command
+
     def on_multirun_end(self, config, **kwargs: Any) -> None:
         # pandas and rliable only when a multirun ends, not in every job
         from rlrun.report import ReportExtraMissing

@@ -142,16 +142,22 @@ def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: int | N
     # the training stack only when a job runs (jobs.py is imported by the CLI's error paths)
     from rlrun.training.loop import Preempted
 
+    if sweep_job is not None:
+        job = _as_sweep_job(job, out_dir)
     try:
         summary = job()
         if sweep_job is None:
             print(summary_lines(summary, out_dir), flush=True)
         return summary
     except Preempted as e:
-        fail(
-            EXIT_PREEMPTED,
-            f"stopped by {e}; checkpoint saved in {out_dir}. Continue with: {rundir.resume_command(out_dir)}",
+        from rlrun.training import signals
+
+        how = (
+            signals.continue_sweep(rundir)
+            if sweep_job is not None and signals.sweep_dir is not None
+            else f"Continue with: {rundir.resume_command(out_dir)}"
         )
+        fail(EXIT_PREEMPTED, f"stopped by {e}; checkpoint saved in {out_dir}. {how}")
     except Exception as e:
         code, message = exit_code(e, out_dir)
         if sweep_job is None:
@@ -171,3 +177,18 @@ def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: int | N
         )
         record_failure(out_dir, e)
         return None
+
+
+def _as_sweep_job(job: Callable[[], dict[str, Any]], out_dir: Path) -> Callable[[], dict[str, Any]]:
+    """A sweep's job: a stop names the sweep's continue command; in a continued sweep
+    (rlrun.sweeps.continuation), the job goes on from what its directory holds."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from rlrun.sweeps import continuation
+    from rlrun.training import signals
+
+    if HydraConfig.initialized():
+        signals.sweep_dir = Path(str(HydraConfig.get().sweep.dir))
+    if os.environ.get(continuation.MARKER):
+        return continuation.continued(job, out_dir)
+    return job

@@ -4,7 +4,8 @@
 raising an exception: an exception raised from a signal handler can be swallowed by C code that clears
 errors (an `isinstance` check through `abc`, for one), and the run would go on as if nothing happened.
 A new run that has no checkpoint yet has its directory removed; a run with a checkpoint keeps it (exit
-75, resume it). The training loop installs its own handler, which checkpoints first (`rlrun.train`).
+75, resume it); a sweep keeps its jobs (exit 75, `python -m rlrun.resume <sweep dir>` continues it). The
+training loop installs its own handler, which checkpoints first (`rlrun.train`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ from typing import Any
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: try again (resume)
 in_sweep = False  # set by the command line: a sweep keeps the jobs it ran
+sweep_dir: Any = None  # the sweep's directory (a Path), once known: its continue command is printed
+
+
+def continue_sweep(rundir: Any) -> str:
+    """How a stopped sweep goes on (rlrun.sweeps.continuation); no import: called from the handler."""
+    return f"Continue the sweep with: python -m rlrun.resume {rundir.shell_quote(sweep_dir)}"
 
 
 def _stop_now(signum: int, frame: Any) -> None:
@@ -28,7 +35,11 @@ def _stop_now(signum: int, frame: Any) -> None:
     owned = rundir.owned_paths() if rundir is not None else []
     kept = [path for path in owned if (path / "checkpoint.pt").exists()]
     removed = [path for path in owned if rundir.discard_unstarted(path, release=False)]
-    if kept:
+    if in_sweep and sweep_dir is not None and rundir is not None:
+        where = f"; the last checkpoint in {kept[0]} is kept" if kept else ""
+        message = f"sweep stopped by {name}{where}; the jobs it ran are kept. {continue_sweep(rundir)}"
+        code = EXIT_PREEMPTED
+    elif kept:
         message, code = (
             (
                 f"stopped by {name}; the last checkpoint in {kept[0]} is kept. Continue with: "

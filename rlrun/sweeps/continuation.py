@@ -1,0 +1,222 @@
+"""A stopped sweep, continued: `python -m rlrun.resume <sweep dir>`.
+
+A sweep's directory holds `multirun.yaml`, which Hydra's basic sweeper writes when the sweep starts: the
+command line's overrides (`hydra.overrides.task`) and Hydra's own (`hydra.overrides.hydra`: the launcher and
+its settings). The continuation runs the same sweep again into the same directory: Hydra's sweeper plans
+the same jobs, with the same numbers and directories, and each job, before it trains, looks at what its
+directory holds (`continued`): a summary (finished, or failed by itself) is kept as it is and not rerun, a
+checkpoint is resumed as `python -m rlrun.resume <job dir>` resumes it, and a job that never started (or
+stopped before its first checkpoint) starts in an emptied directory. The batched launcher does the same for
+its groups (`hydra.launcher.resume=true`).
+
+Hydra writes each job's `.hydra/` before the job runs; during a continuation it writes it into
+`.hydra/resume_<time>/` instead (`hydra.output_subdir`), so a finished job's files stay as they were: the
+record is removed from a kept job, stays in a resumed job (as `rlrun.resume` leaves one) and becomes the
+`.hydra/` of a job that starts now.
+
+`planned_jobs` recomputes the job directories of such a sweep for the report (Hydra's override parser, the
+basic sweeper's cartesian product, rlrun's job names), so a job that never started is counted too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import shutil
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rlrun.errors import ConfigError
+from rlrun.storage import bounded, rundir, summary as run_summary
+
+log = logging.getLogger(__name__)
+
+MULTIRUN = "multirun.yaml"
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # compared as a name, never imported
+BATCHED_LAUNCHER = "hydra_plugins.rlrun_batched_launcher.batched_launcher.BatchedLauncher"
+# Set in each job's environment (hydra.job.env_set) while a sweep is continued: `continued` applies.
+JOB_DIR = "${rlrun_job_dir:}"  # hydra.sweep.subdir (conf/hydra): rlrun.config.runnames.job_subdir
+MARKER = "RLRUN_SWEEP_CONTINUES"
+# Hydra's overrides a continuation sets itself (the saved ones are replaced) and those it never takes from
+# the directory: nothing read from it chooses code (`_target_`, callbacks, search paths).
+OWN_SETTINGS = (
+    "hydra.sweep.dir",
+    "hydra.mode",
+    "hydra.output_subdir",
+    f"hydra.job.env_set.{MARKER}",
+    "hydra.launcher.resume",
+)
+REFUSED = ("_target_", "hydra.callbacks", "hydra/callbacks", "hydra.searchpath", "hydra.job.env_set")
+
+
+def is_sweep(path: Path) -> bool:
+    """Whether `path` is a sweep's directory (its multirun.yaml) rather than a run's."""
+    return (Path(path) / MULTIRUN).is_file() and not rundir.holds_run(path)
+
+
+def continue_command(sweep_dir: Path) -> str:
+    return f"python -m rlrun.resume {rundir.shell_quote(Path(sweep_dir))}"
+
+
+def _saved(sweep_dir: Path) -> dict[str, Any]:
+    """The `hydra` node of the sweep's multirun.yaml; ConfigError naming the file where it is unreadable."""
+    path = Path(sweep_dir) / MULTIRUN
+    try:
+        hydra = bounded.load_yaml(path)["hydra"]
+        task, own = hydra["overrides"]["task"], hydra["overrides"]["hydra"]
+    except (bounded.FileRefused, KeyError, TypeError) as e:
+        raise ConfigError("resume", str(sweep_dir), f"a sweep directory with a readable {MULTIRUN} ({e})") from None
+    if not isinstance(hydra, dict) or not all(isinstance(o, str) for o in [*task, *own]):
+        raise ConfigError("resume", str(sweep_dir), f"a sweep directory whose {MULTIRUN} lists overrides")
+    return hydra
+
+
+def _key(override: str) -> str:
+    return override.partition("=")[0].lstrip("+~")
+
+
+def continue_argv(sweep_dir: Path, overrides: list[str]) -> list[str]:
+    """The command line (for `python -m rlrun.train`) that continues the sweep in `sweep_dir`. `overrides`
+    may only repeat the saved `env.id` (a `module:` id is imported only when the command line names it)."""
+    sweep_dir = Path(sweep_dir)
+    hydra = _saved(sweep_dir)
+    sweeper = str((hydra.get("sweeper") or {}).get("_target_"))
+    if sweeper != BASIC_SWEEPER:
+        raise ConfigError(
+            "resume",
+            str(sweep_dir),
+            f"a sweep of listed values (Hydra's basic sweeper); {sweeper} chooses its trials as it goes, and its "
+            "finished trials are kept where they are",
+        )
+    task = list(hydra["overrides"]["task"])
+    saved_ids = [o.partition("=")[2] for o in task if _key(o) == "env.id"]
+    for o in overrides:
+        if _key(o) != "env.id" or o.partition("=")[2] not in saved_ids:
+            raise ConfigError(
+                "resume",
+                f"{sweep_dir} {o}",
+                "a sweep directory alone: a sweep continues as it was planned (overrides: only its own env.id=...)",
+            )
+    for value in saved_ids:
+        if ":" in value and f"env.id={value}" not in overrides:
+            raise ConfigError(
+                "env.id",
+                value,
+                f"repeated on the command line to continue this sweep: {continue_command(sweep_dir)} env.id={value}",
+            )
+    own = [o for o in hydra["overrides"]["hydra"] if not _key(o).startswith(OWN_SETTINGS)]
+    for o in own:
+        if any(part in _key(o) for part in REFUSED):
+            raise ConfigError(
+                "resume",
+                str(sweep_dir),
+                f"a sweep without {_key(o)} in its Hydra overrides (it chooses code)",
+            )
+    argv = ["-m", *task, *own]
+    config_name = (hydra.get("job") or {}).get("config_name")
+    if isinstance(config_name, str) and config_name != "config":
+        argv += ["--config-name", config_name]
+    for source in (hydra.get("runtime") or {}).get("config_sources") or []:
+        if isinstance(source, dict) and source.get("provider") == "command-line":
+            argv += ["--config-dir", str(source.get("path"))]
+    from rlrun.config.preflight import hydra_quote  # the command line's quoting of a path
+
+    argv.append(f"hydra.sweep.dir={hydra_quote(str(sweep_dir))}")
+    launcher = str((hydra.get("launcher") or {}).get("_target_"))
+    if launcher == BATCHED_LAUNCHER:  # its groups: skipped when finished, continued from their checkpoints
+        argv.append("hydra.launcher.resume=true")
+    else:
+        record = datetime.now().strftime(".hydra/resume_%Y-%m-%d_%H-%M-%S-%f")
+        argv += [f"hydra.output_subdir={record}", f"+hydra.job.env_set.{MARKER}=1"]
+    return argv
+
+
+def _record(out_dir: Path) -> Path | None:
+    """The `.hydra/resume_<time>/` Hydra wrote for this job of a continuation."""
+    from hydra.core.hydra_config import HydraConfig
+
+    subdir = HydraConfig.get().output_subdir
+    return Path(out_dir) / str(subdir) if subdir is not None else None
+
+
+def continued(job: Callable[[], dict[str, Any]], out_dir: Path) -> Callable[[], dict[str, Any]]:
+    """This job of a continued sweep as it goes on from what its directory holds: its summary kept (a
+    finished or failed job is not rerun), its checkpoint resumed, or `job` run from an emptied directory."""
+    out_dir = Path(out_dir)
+    record = _record(out_dir)
+    if (out_dir / run_summary.FILE).exists():
+        if record is not None:
+            shutil.rmtree(record, ignore_errors=True)
+        log.info("rlrun: %s has its summary: kept, not rerun", out_dir)
+        return lambda: dict(run_summary.read(out_dir))
+    if any((out_dir / name).exists() for name in ("checkpoint.pt", "checkpoint.prev.pt")):
+
+        def resumed() -> dict[str, Any]:
+            from hydra.core.hydra_config import HydraConfig
+
+            from rlrun.resume import resume_in_place
+
+            given = [str(o).partition("=")[2] for o in HydraConfig.get().overrides.task if _key(str(o)) == "env.id"]
+            # Hydra's record is .hydra/resume_<time>/; a `module:` env id is the one the command line repeated
+            return resume_in_place(out_dir, [], record=False, env_id=given[-1] if given else None)
+
+        return resumed
+    hydra_dir = out_dir / ".hydra"
+    for p in list(out_dir.iterdir()) if out_dir.is_dir() else []:  # what a start before any checkpoint left
+        if p.name not in (rundir.LOCK_NAME, ".hydra"):
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    if record is not None and record.is_dir():  # the job starts now: its record is its .hydra/
+        for f in record.iterdir():
+            os.replace(f, hydra_dir / f.name)
+        shutil.rmtree(record, ignore_errors=True)
+    return job
+
+
+def planned_jobs(sweep_dir: Path) -> list[Path] | None:
+    """The directories of every job the sweep in `sweep_dir` planned, in Hydra's order; None where they cannot
+    be known (no readable multirun.yaml, a sweeper that chooses its trials as it goes)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from rlrun.config.runnames import job_subdir
+
+    try:
+        hydra = _saved(sweep_dir)
+    except ConfigError:
+        return None
+    sweeper = hydra.get("sweeper") or {}
+    if str(sweeper.get("_target_")) != BASIC_SWEEPER or (hydra.get("sweep") or {}).get("subdir") != JOB_DIR:
+        return None
+    params = sweeper.get("params") or {}
+    given = [f"{k}={v}" for k, v in params.items()] + list(hydra["overrides"]["task"])
+    try:
+        parsed = OverridesParser.create().parse_overrides(given)
+    except Exception:  # a damaged multirun.yaml: its jobs are the ones found
+        return None
+    choices: dict[str, list[str]] = {}  # as the basic sweeper: each key's values, the last given wins
+    for o in parsed:
+        key = o.get_key_element()
+        if o.is_sweep_override():
+            if not o.is_discrete_sweep():
+                return None
+            choices[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
+        else:
+            choices[key] = [f"{key}={o.get_value_element_as_str()}"]
+    exclude = (((hydra.get("job") or {}).get("config") or {}).get("override_dirname") or {}).get("exclude_keys") or []
+    dirs = []
+    for num, job in enumerate(itertools.product(*choices.values())):
+        root = OmegaConf.create(
+            {
+                "hydra": {
+                    "sweep": {"dir": str(sweep_dir)},
+                    "sweeper": {"params": params or None},
+                    "job": {"num": num, "config": {"override_dirname": {"exclude_keys": list(exclude)}}},
+                    "overrides": {"task": list(job)},
+                }
+            }
+        )
+        dirs.append(Path(sweep_dir) / job_subdir(root))
+    return dirs
