@@ -48,6 +48,16 @@ def requirements() -> tuple[list[str], dict[str, list[str]]]:
     return required, optional
 
 
+def bf16_line(flags: list[str] | None) -> str:
+    """Whether this CPU computes bf16 natively, which decides if device.amp=bf16 speeds a pixel network's
+    update on it (docs/devices-and-benchmarks.md)."""
+    if flags is None:
+        return "unknown (no /proc/cpuinfo): time device.amp=bf16 with `python scripts/bench.py pixels`"
+    if flags:
+        return f"native ({', '.join(flags)}): device.amp=bf16 can speed pixel networks' updates"
+    return "emulated (no avx512_bf16 or amx_bf16 flag): device.amp=bf16 runs slower than fp32 here"
+
+
 def shadowing_folder(folder: Path) -> Path | None:
     """A `rlrun` folder without `__init__.py` in `folder` (a clone of the repository, say): a script or
     `python -m` run there imports it as an empty namespace package instead of an editable install of rlrun
@@ -66,12 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     # the doctor reports a broken torch install instead of failing to import
     import torch
 
+    from rlrun.training.device import cpu_bf16
+
     ok = True
     rows = [
         ("python", f"{platform.python_version()} ({sys.executable})"),
         ("torch", f"{torch.__version__} (CUDA build: {torch.version.cuda or 'none'})"),
         ("cudnn", str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else "unavailable"),
         ("cpu threads", f"{torch.get_num_threads()} (rlrun uses device.threads, default 1)"),
+        ("cpu bf16", bf16_line(cpu_bf16())),
     ]
     if torch.cuda.is_available():
         n = torch.cuda.device_count()

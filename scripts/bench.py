@@ -5,6 +5,7 @@
     python scripts/bench.py updates [--device cuda] [--overrides env.num_envs=64]  # loop env steps/s, updates/s
     python scripts/bench.py per                               # PER sample+update us at 1e4/1e5/1e6 vs uniform
     python scripts/bench.py switches --device cuda            # us per update: plain / amp / compile / cuda_graphs
+    python scripts/bench.py pixels                            # ms per Nature/DER CNN update: bf16, channels_last
     python scripts/bench.py envs --envs 160                   # CartPole vector step: sync vs numpy (env.vectorization)
     python scripts/bench.py memory                            # bytes of a 1M-transition Atari replay
     python scripts/bench.py solve --seeds 5                   # wall seconds from process start to CartPole 475
@@ -39,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, next to th
 from benchlib.atari import atari  # noqa: E402
 from benchlib.backends import backends  # noqa: E402
 from benchlib.parts import envs, memory, per, switches  # noqa: E402
+from benchlib.pixels import pixels  # noqa: E402
 from benchlib.runs import (  # noqa: E402
     COMPARE_DEFAULTS,
     compare,
@@ -116,6 +118,11 @@ def main() -> None:
     )
     command("per", per, "PER sample+update us at 1e4/1e5/1e6 stored, and a PER vs uniform gradient step", device=True)
     command("switches", switches, "us per gradient step for plain / amp / compile / cuda_graphs", device=True)
+    sp = command("pixels", pixels, "ms per pixel-network update on the CPU: fp32 / bf16, channels-last or not", reps=5)
+    sp.add_argument("--encoders", nargs="+", default=["nature_cnn", "der_cnn"], help="network.encoder values")
+    sp.add_argument("--batches", nargs="+", type=int, default=[32, 256], help="update batch sizes (default 32 256)")
+    sp.add_argument("--envs", type=int, default=8, help="frames per greedy forward (default 8)")
+    sp.add_argument("--calls", type=int, default=10, help="timed calls per round (default 10)")
     sp = command("envs", envs, "CartPole-v1 vector step: gymnasium's sync vector env vs rlrun's numpy one", reps=5)
     sp.add_argument("--envs", type=int, default=160, help="sub-envs (default 160: a seeds=10 run)")
     sp = command("memory", memory, "bytes of a 1M-transition Atari replay that stores frames once")

@@ -30,13 +30,20 @@ from rlrun.config.validate import check_explored
 from rlrun.envs.vector import check_spaces, env_spec, make_vector_env
 from rlrun.errors import ConfigError
 from rlrun.logs.logger import ConfigRecord, RunLogger, flat_hparams
-from rlrun.nets.networks import QNetwork
+from rlrun.nets.networks import FRAME_ENCODERS, QNetwork
 from rlrun.nets.stacked import stack_networks
 from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer, StackedPrioritizedReplayBuffer, StackedReplayBuffer
 from rlrun.replay.frames import FrameStore
 from rlrun.replay.rollout import Rollout
 from rlrun.training import optimizer as optimizers
-from rlrun.training.device import flush_denormals, keep_freed_memory, resolve_device, set_threads
+from rlrun.training.device import (
+    flush_denormals,
+    keep_freed_memory,
+    memory_format,
+    resolve_device,
+    set_threads,
+    warn_emulated_bf16,
+)
 from rlrun.training.parts import LoopSettings, Parts
 from rlrun.training.population import Population, run_overrides, write_agent_hydra_dir
 
@@ -167,6 +174,10 @@ def build(cfg: DictConfig) -> Parts:
         nets.append(make_network(cfg, obs_shape, n_actions, device))
     network = nets[0] if len(seeds) == 1 else stack_networks(nets)
     d = cfg.device
+    if cfg.network.encoder in FRAME_ENCODERS:  # 84x84 frames; MinAtar's 10x10 grids are too small to gain
+        # Module.to(memory_format=...) is documented; torch's type stubs omit the keyword
+        network = network.to(memory_format=memory_format(d.channels_last, device))  # type: ignore[call-overload]
+    warn_emulated_bf16(d.amp, device)
     cuda_graphs = d.cuda_graphs and device.type == "cuda"
     if d.cuda_graphs and not cuda_graphs:
         warnings.warn("device.cuda_graphs=true needs a CUDA device; running without CUDA graphs", stacklevel=2)
