@@ -2,9 +2,10 @@
 
 - A single run: `<env>__<exp_name>__<overrides>__seed<S>__<time>`, the overrides being the command line's
   `key=value`s (`+`/`~` dropped, joined with `,`) without the keys that do not change what is learned
-  (`QUIET_KEYS`) and those the name holds already (`RUN_ONLY`: seed, exp_name, env.id), e.g.
-  `CartPole-v1__dqn__network=dueling,optimizer.lr=0.001__seed0__<time>`. The group choices come first
-  (`env=atari`, `network=dueling`: what kind of run it is), then the other keys, each part sorted; past
+  (`QUIET_KEYS`) and those the name holds already (`RUN_ONLY`: seed, exp_name, env.id, and the group
+  choices it says: `said_by_name`), e.g. `CartPole-v1__dqn__network=dueling,optimizer.lr=0.001__seed0__<time>`
+  (`+experiment=rainbow` alone is `CartPole-v1__rainbow__seed0__<time>`). The group choices come first
+  (`buffer=per`, `network=dueling`: what kind of run it is), then the other keys, each part sorted; past
   `MAX_CHARS`, whole items are kept while they fit and a hash of them all follows, so runs that differ in
   a dropped item still get different names.
 - A sweep's job: `<sweep dir>/<k1=v1>/<k2=v2>` over the keys that the sweep varies only (a `key=a,b` or a
@@ -22,9 +23,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
+from functools import cache
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
@@ -74,9 +78,47 @@ def _items(overrides: Iterable[str], exclude: Iterable[str], keep: set[str] | No
     return sorted(out)
 
 
+@cache
+def _option(group: str, option: str) -> dict[str, Any]:
+    """rlrun's own option `group/option.yaml` as plain data ({} where rlrun has none: a user's config)."""
+    if not re.fullmatch(r"\w+", option):
+        return {}
+    try:
+        data = yaml.safe_load(files("rlrun.conf").joinpath(group, f"{option}.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _family(env_id: str) -> str:
+    """What an env id says of its kind: its namespace (`ALE`, `MinAtar`), or the whole id where it has none."""
+    return env_id.partition("/")[0] if "/" in env_id else env_id
+
+
+def said_by_name(overrides: Iterable[str]) -> set[str]:
+    """The group choices among `overrides` that the name's env id and exp_name say already, so the overrides
+    part does not repeat them: `+experiment=X` (its exp_name leads the name, unless exp_name is given),
+    `algo=X` (the algorithm's name leads it where neither exp_name nor an experiment is given) and `env=X`
+    where the env id is X's own or of its namespace (`env=minatar` in `MinAtar-Breakout-v0`, `env=atari` in
+    `ALE-Pong-v5`; `env=cartpole env.id=Acrobot-v1` keeps `env=cartpole`, which the id does not say)."""
+    given = {_key(str(o)): str(o).partition("=")[2] for o in overrides if "=" in str(o)}
+    said = set()
+    experiment = given.get("experiment")
+    if experiment is not None and "exp_name" not in given and "exp_name" in _option("experiment", experiment):
+        said.add("experiment")
+    if "algo" in given and "exp_name" not in given and experiment is None:
+        said.add("algo")
+    env = given.get("env")
+    own_id = _option("env", env).get("env", {}).get("id") if env is not None else None
+    if isinstance(own_id, str) and _family(given.get("env.id", own_id)) == _family(own_id):
+        said.add("env")
+    return said
+
+
 def run_part(overrides: Iterable[str] | None) -> str:
     """The single run's name part for its overrides: `__k=v,k2=v2`, or "" for none."""
-    items = [safe(i) for i in _items(overrides or [], QUIET_KEYS + RUN_ONLY)]
+    overrides = [str(o) for o in overrides or []]
+    items = [safe(i) for i in _items(overrides, QUIET_KEYS + RUN_ONLY + tuple(said_by_name(overrides)))]
     items.sort(key=lambda item: "." in item.partition("=")[0])  # group choices first (a stable sort)
     if not items:
         return ""

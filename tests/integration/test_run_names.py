@@ -38,9 +38,27 @@ def test_a_run_is_named_after_its_overrides_less_the_quiet_keys():
     assert run_dir_name("exp_name=lr_test", "+experiment=rainbow").startswith(
         "CartPole-v1__lr_test__experiment=rainbow__"
     )
-    # exp_name unset: the algorithm's name, not dqn's
-    assert run_dir_name("algo=pqn").startswith("CartPole-v1__pqn__algo=pqn__seed0__")
-    assert run_dir_name("algo=mdqn").startswith("CartPole-v1__mdqn__algo=mdqn__seed0__")
+    # exp_name unset: the algorithm's name, not dqn's (and once: `algo=pqn` is what `pqn` says)
+    assert run_dir_name("algo=pqn").startswith("CartPole-v1__pqn__seed0__")
+    assert run_dir_name("algo=mdqn", "+experiment=rainbow").startswith("CartPole-v1__rainbow__algo=mdqn__seed0__")
+
+
+@pytest.mark.parametrize(
+    "overrides, start",
+    [  # the env id and exp_name say the env option and the experiment: the overrides part does not repeat them
+        (["+experiment=rainbow", "total_steps=5000"], "CartPole-v1__rainbow__total_steps=5000__seed0__"),
+        (["env=acrobot"], "Acrobot-v1__dqn__seed0__"),
+        (["env=minatar", "env.id=MinAtar/SpaceInvaders-v0"], "MinAtar-SpaceInvaders-v0__dqn_minatar__seed0__"),
+        (["+experiment=rainbow_minatar"], "MinAtar-Breakout-v0__rainbow_minatar__seed0__"),
+        (["+experiment=pqn_atari"], "ALE-Pong-v5__pqn_atari__seed0__"),
+        (["env=atari", "env.id=ALE/Breakout-v5", "seed=2"], "ALE-Breakout-v5__dqn_atari__seed2__"),
+        # what the name does not say stays: an env option the id does not name, an experiment renamed
+        (["env=cartpole", "env.id=Acrobot-v1"], "Acrobot-v1__dqn__env=cartpole__seed0__"),
+        (["exp_name=mine", "+experiment=rainbow"], "CartPole-v1__mine__experiment=rainbow__seed0__"),
+    ],
+)
+def test_a_name_says_the_env_option_and_the_experiment_once(overrides, start):
+    assert run_dir_name(*overrides).startswith(start), run_dir_name(*overrides)
 
 
 def test_a_long_or_odd_name_is_capped_and_filesystem_safe():
@@ -61,11 +79,11 @@ def test_a_long_or_odd_name_is_capped_and_filesystem_safe():
 
 def test_a_name_leads_with_the_env_id_once_and_keeps_the_group_choices_when_cut():
     name = run_dir_name("env=minatar", "env.id=MinAtar/Breakout-v0", "exp_name=dqn_minatar", "seed=1")
-    assert name.startswith("MinAtar-Breakout-v0__dqn_minatar__env=minatar__seed1__"), name
-    atari = ["env=atari", "env.id=ALE/Breakout-v5", "network=dueling", "optimizer.lr=0.0001"]
+    assert name.startswith("MinAtar-Breakout-v0__dqn_minatar__seed1__"), name
+    atari = ["env=atari", "env.id=ALE/Breakout-v5", "network=dueling", "optimizer.lr=0.0001", "buffer=per"]
     atari += ["buffer.capacity=100000", "algo.gamma=0.99", "env.num_envs=8", "exploration.duration=250000"]
     part = run_part(atari)
-    assert part.startswith("__env=atari,network=dueling,") and len(part) <= MAX_CHARS + 2, part
+    assert part.startswith("__buffer=per,network=dueling,") and len(part) <= MAX_CHARS + 2, part
     assert run_part([*atari[:-1], "exploration.duration=100000"]) != part  # a dropped item is in the hash
 
 
