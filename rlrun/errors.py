@@ -33,11 +33,18 @@ class UnknownKeyError(ConfigError):
 class FinishedRunError(ConfigError):
     """A resume of a run that has trained its whole budget: it says so, and how to extend it."""
 
-    def __init__(self, run_dir: str, step: int, total_steps: int):
+    def __init__(self, run_dir: str, step: int, total_steps: int, asked: bool = False):
+        """`asked`: `total_steps` is the command line's, not the run's own budget."""
+        trained = (
+            f"it trained {step:,} env steps, {'more than' if step > total_steps else 'as many as'} the asked "
+            f"total_steps={total_steps:,}; to train it further, name a larger total_steps"
+            if asked
+            else f"it trained {step:,} env steps of total_steps={total_steps:,}; to train it further, resume it "
+            "with a budget above the steps trained"
+        )
         ValueError.__init__(
             self,
-            f"{run_dir} is finished: it trained {step:,} env steps of total_steps={total_steps:,}; to train it "
-            f"further, resume it with a budget above the steps trained, e.g. python -m rlrun.resume {run_dir} "
+            f"{run_dir} is finished: {trained}, e.g. python -m rlrun.resume {run_dir} "
             f"total_steps={2 * max(step, total_steps)}",
         )
         self.key, self.value, self.allowed = "total_steps", total_steps, f"more than {step}"

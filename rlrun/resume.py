@@ -112,7 +112,9 @@ def check_unfinished(run_dir: Path, state: dict[str, Any], cfg: DictConfig) -> N
     if state.get("solved") is True and cfg.stop_on_solve:
         raise SolvedRunError(rundir.shell_quote(run_dir), state["step"])
     if state["step"] >= cfg.total_steps and not state.get("pending"):
-        raise FinishedRunError(rundir.shell_quote(run_dir), state["step"], cfg.total_steps)
+        own = (state.get("config") or {}).get("total_steps") if isinstance(state.get("config"), dict) else None
+        asked = own is not None and own != cfg.total_steps  # the command line's budget, not the run's
+        raise FinishedRunError(rundir.shell_quote(run_dir), state["step"], cfg.total_steps, asked)
 
 
 def with_saved_backends(overrides: list[str], saved: Any) -> list[str]:
