@@ -35,8 +35,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from rlrun import console
 from rlrun.config import preflight, schemas as config
 from rlrun.config.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSource, composed_once
-from rlrun.config.argv import normalized_argv
-from rlrun.config.overrides import group_options
+from rlrun.config.argv import given_overrides, normalized_argv
+from rlrun.config.overrides import given_twice, group_options
 from rlrun.config.schemas import register_configs
 from rlrun.errors import ConfigError
 from rlrun.storage import rundir
@@ -80,6 +80,8 @@ def main() -> None:
         return
     with composed_once():  # the checks read the command line more than once: composed once
         args = sys.argv[1:] = normalized_argv(sys.argv[1:])  # total_steps=1e5: an integer
+        if (twice := given_twice(given_overrides(args))) is not None:  # Hydra would keep the last silently
+            fail(EXIT_CONFIG, str(preflight.CompositionError(twice)))
         if "--help" in args or "-h" in args:
             try:
                 print_help(args)

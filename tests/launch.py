@@ -223,3 +223,10 @@ def _exec_instead(env: dict[str, str]) -> bool:
     started_with = _server_env if _context is not None else os.environ
     keys = {k for k in (*env, *started_with) if k.startswith(_FIXED_AT_START) and k not in _SET_AT_START}
     return any(env.get(k) != started_with.get(k) for k in keys)
+
+
+def overriding(base: list[str] | tuple[str, ...], *args: object) -> list[str]:
+    """`base`'s overrides less the keys that `args` give, then `args`: rlrun refuses a key given twice, so a
+    test that sets a key of its base command line replaces it."""
+    given = {str(a).lstrip("+~").partition("=")[0] for a in args if "=" in str(a)}
+    return [o for o in base if o.lstrip("+~").partition("=")[0] not in given] + [str(a) for a in args]

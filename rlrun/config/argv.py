@@ -3,6 +3,7 @@ integer keys as integers. `rlrun.cli.main` hands it on to the preflight (`rlrun.
 
 from __future__ import annotations
 
+from argparse import ArgumentParser
 from typing import NoReturn
 
 from hydra._internal.utils import get_args_parser
@@ -16,18 +17,32 @@ class _ArgvError(Exception):
     """argparse's usage error, raised instead of printed: Hydra's app prints it, once."""
 
 
-def grouped_argv(argv: list[str]) -> list[str]:
-    """`argv` as Hydra's parser reads it: its flags (`-m`, `--cfg job`, `-cn name`, ...) first, then every
-    override in its order. Hydra's argparse reads the overrides as one block, so `a=1 -m b=2` (compose's
-    `train` service puts `device=cuda` before the user's `-m ...`) and an override the preflight appends
-    after a trailing `-m` would be refused; read intermixed, flags may stand anywhere. A line argparse refuses
-    is returned as it is, for Hydra to report."""
+def _quiet_parser() -> ArgumentParser:
+    """Hydra's parser, raising _ArgvError where it would print its usage and exit."""
     parser = get_args_parser()
 
     def refuse(message: str) -> NoReturn:
         raise _ArgvError(message)
 
     parser.error = refuse  # type: ignore[method-assign]
+    return parser
+
+
+def given_overrides(argv: list[str]) -> list[str]:
+    """The overrides of a command line; none where argparse refuses it (Hydra's app reports that)."""
+    try:
+        return list(_quiet_parser().parse_intermixed_args(argv).overrides)
+    except (_ArgvError, SystemExit):
+        return []
+
+
+def grouped_argv(argv: list[str]) -> list[str]:
+    """`argv` as Hydra's parser reads it: its flags (`-m`, `--cfg job`, `-cn name`, ...) first, then every
+    override in its order. Hydra's argparse reads the overrides as one block, so `a=1 -m b=2` (compose's
+    `train` service puts `device=cuda` before the user's `-m ...`) and an override the preflight appends
+    after a trailing `-m` would be refused; read intermixed, flags may stand anywhere. A line argparse refuses
+    is returned as it is, for Hydra to report."""
+    parser = _quiet_parser()
     try:
         args = parser.parse_intermixed_args(argv)
     except (_ArgvError, SystemExit):

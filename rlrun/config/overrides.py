@@ -7,6 +7,8 @@
   (a fraction, a sweep, a key that is not an integer) is left to Hydra and the schema.
 - `unknown_key`: an override of a key the config lacks gets rlrun's own line, naming the nearest key or
   the keys the node has, instead of Hydra's advice to append it with `+` (which the schema then refuses).
+- `given_twice`: a key given twice (`total_steps=0 total_steps=2000`) is refused, as Hydra refuses a group
+  added twice, instead of the last value winning silently (and the run being named after both).
 - `unknown_option`: `network=foo` is refused with rlrun's one line naming the group's options, instead of
   Hydra's "Could not find 'network/foo'" with the options on lines of their own.
 """
@@ -32,6 +34,20 @@ def split(override: str) -> tuple[str, str | None]:
     """(key, value) of `key=value` (`+key=value`, `~key`), the value None where there is none."""
     key, sep, value = override.lstrip("+~").partition("=")
     return key, value if sep else None
+
+
+def given_twice(overrides: list[str]) -> str | None:
+    """The line for the first key that `overrides` give twice (a group choice or a key, with `+`/`++` or not;
+    a deletion `~key` besides a value is left to Hydra), or None where every key is given once."""
+    given: dict[str, str] = {}
+    for override in overrides:
+        key, _ = split(override)
+        if override.startswith("~"):
+            continue
+        if key in given:
+            return f"{key} is given twice ({given[key]} and {override}): give it once"
+        given[key] = override
+    return None
 
 
 def nearest_key(overrides: list[str], defaults: DictConfig) -> tuple[str, str] | None:

@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 from entrypoints import in_process  # noqa: F401  (imported from here by the other modules)
-from launch import run_module, start_module
+from launch import overriding, run_module, start_module
 from test_reliability_checks import BAD_CONFIGS
 
 from rlrun.storage import checkpoint as ckpt, rundir
@@ -41,7 +41,7 @@ def cli(module, *args, cwd=None, rc=None):
 
 
 def train(*args, **kw):
-    return cli("rlrun.train", *TINY, *args, **kw)
+    return cli("rlrun.train", *overriding(TINY, *args), **kw)
 
 
 def digest(path):
