@@ -239,6 +239,8 @@ def plan(argv: list[str]) -> Plan | None:
             ) from None
         raise
     multirun = args.multirun or base.hydra.mode == RunMode.MULTIRUN
+    if multirun:
+        check_hydra_not_swept(overrides)
     if not multirun:
         task = task_config(base)
         if OmegaConf.select(task, "resume") is not None:  # continue that run in its own directory, without Hydra's app
@@ -261,6 +263,7 @@ def plan(argv: list[str]) -> Plan | None:
     from rlrun.sweeps.batching import check_launcher, check_sweep_dir  # imports torch: once the command is checked
 
     check_launcher(base.hydra.launcher)
+    check_launcher_extra(base.hydra.launcher, base.hydra.runtime.choices.get("hydra/launcher"))
     probed: dict[Any, Any] = {}
     check_exp_name(task_config(base).exp_name)  # the sweep's directory is named after it
     for job in job_overrides(overrides, str(base.hydra.sweeper._target_)):
@@ -268,6 +271,46 @@ def plan(argv: list[str]) -> Plan | None:
     sweep_dir = Path(str(base.hydra.sweep.dir))
     check_sweep_dir(sweep_dir, base.hydra.launcher)
     return Plan(_pinned(argv, "hydra.sweep.dir", sweep_dir), hydra_mode=base.hydra.mode)
+
+
+def check_hydra_not_swept(overrides: list[str]) -> None:
+    """Refuse a sweep of a `hydra.*` key (Hydra's own two-line error, exit 1): for a sweeper's search space,
+    name the override that gives it (`optimizer.lr=choice(...)`, as docs/sweeps.md shows)."""
+    for text in overrides:
+        try:
+            o = OverridesParser.create().parse_override(text)
+        except Exception:  # composing reports it
+            continue
+        if not (o.is_sweep_override() and o.is_hydra_override()):
+            continue
+        key, value = o.key_or_group, text.partition("=")[2]
+        allowed = "one value (Hydra's own config is not swept)"
+        params = "hydra.sweeper.params."
+        if key.startswith(params):
+            allowed += f"; a search space is given as an override of its key: '{key[len(params) :]}={value}'"
+        raise ConfigError(key, value, allowed)
+
+
+# The packages a launcher imports when the sweep launches, and the extra that installs each
+LAUNCHER_PACKAGES = {"ray": ("Ray", "ray"), "submitit": ("submitit", "sweep")}
+
+
+def check_launcher_extra(launcher: DictConfig, choice: str | None) -> None:
+    """Refuse a launcher, or a backend of the batched one, whose package is not installed (naming the extra),
+    where Hydra would end in a ModuleNotFoundError traceback once the sweep's directory is made."""
+    import importlib.util
+
+    target = str(launcher.get("_target_", ""))
+    if target.startswith("hydra_plugins.rlrun_ray_launcher."):
+        key, value, kind, package = "hydra/launcher", choice, "launcher", "ray"
+    elif target.startswith("hydra_plugins.rlrun_batched_launcher.") and launcher.get("backend") in LAUNCHER_PACKAGES:
+        key, value, kind, package = "hydra.launcher.backend", launcher.backend, "backend", launcher.backend
+    else:
+        return
+    if importlib.util.find_spec(package) is None:
+        name, extra = LAUNCHER_PACKAGES[package]
+        install = f'pip install -e ".[{extra}]"'
+        raise ConfigError(key, value, f"a {kind} whose package is installed: {name} is not; {install}")
 
 
 def _pinned(argv: list[str], key: str, path: Path) -> list[str]:
