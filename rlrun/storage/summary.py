@@ -26,6 +26,12 @@ EVAL: Final = "final_eval_return"
 TRAIN: Final = "final_mean_return_100"
 # Fields that readers compute with: a number, or null (`read` refuses anything else).
 NUMBERS = (EVAL, TRAIN, "solved_step", "reward_threshold", "wall_time_s")
+RETURN_DECIMALS = 2  # returns are written to this many decimals: a 100-episode mean of whole returns is exact
+
+
+def rounded(value: float | None) -> float | None:
+    """A return as summary.json holds it (`RETURN_DECIMALS`): 26.9 over 31 episodes, not 26.903225806451612."""
+    return None if value is None else round(float(value), RETURN_DECIMALS)
 
 
 class _Status(TypedDict):
@@ -74,14 +80,15 @@ def of_run(
     wall_time_s: float,
     extra: Mapping[str, Any] | None = None,
 ) -> Summary:
-    """A run's summary; `extra` (the loop's `gradient_updates`, ..., or a stopped agent's `error`) follows."""
+    """A run's summary, its returns `rounded`; `extra` (the loop's `gradient_updates`, ..., or a stopped
+    agent's `error`) follows."""
     fields = {
         "status": status,
         "env_steps": env_steps,
         "episodes": episodes,
-        "final_mean_return_100": final_mean_return_100,
-        "best_mean_return_100": best_mean_return_100,
-        "final_eval_return": final_eval_return,
+        "final_mean_return_100": rounded(final_mean_return_100),
+        "best_mean_return_100": rounded(best_mean_return_100),
+        "final_eval_return": rounded(final_eval_return),
         "reward_threshold": reward_threshold,
         "solved_step": solved_step,
         "solved_episode": solved_episode,
@@ -101,7 +108,7 @@ def of_agents(status: str, seeds: list[int], steps: int, agents: dict[str, Summa
         "status": status,
         "seeds": seeds,
         "env_steps_per_agent": steps,
-        "final_mean_return_100": float(np.mean(finals)) if finals else None,
+        "final_mean_return_100": rounded(float(np.mean(finals))) if finals else None,
         "solved": sum(s.get("solved_step") is not None for s in agents.values()),
         "failed": failed,
         "agents": agents,

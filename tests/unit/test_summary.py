@@ -259,3 +259,35 @@ def test_a_single_run_stopped_by_a_non_finite_update_leaves_its_summary(tmp_path
     written = json.loads((tmp_path / "summary.json").read_text())
     assert written["status"] == "failed" and "non-finite td_loss" in written["error"]
     assert "non-finite td_loss" in capsys.readouterr().err
+
+
+def test_returns_are_written_rounded_whatever_the_episode_count(tmp_path, monkeypatch):
+    """A mean over 31 episodes was written as 26.903225806451612 beside a full window's 25.33."""
+    import rlrun.logs.logger
+
+    logger = rlrun.logs.logger.RunLogger(
+        tmp_path, config_record(OmegaConf.create({"seed": 0})), 100, 10.0, progress_bar=False, sinks=[]
+    )
+    logger.episodes_end(31, [(i + 1, 26.0 + (i < 28), 8) for i in range(31)])  # 834 / 31
+    logger.scalars(31, {"eval/mean_return": 100 / 3})
+    written = logger.close(31)
+    assert (written["final_mean_return_100"], written["final_eval_return"]) == (26.9, 33.33)
+    assert summary.read(tmp_path)["final_mean_return_100"] == 26.9
+    joint = summary.of_agents("finished", [0, 1], 100, {"0": RUN, "1": {**RUN, "final_mean_return_100": 2 / 3}}, 0)
+    assert joint["final_mean_return_100"] == round((RUN["final_mean_return_100"] + 2 / 3) / 2, 2)
+
+
+@pytest.mark.parametrize("sink", ["tensorboard", "csv"])
+def test_a_sink_opened_on_a_relative_path_says_where_it_logged_absolutely(tmp_path, monkeypatch, sink):
+    """`python -m rlrun.resume outputs/<run>` opens its sinks on the path typed: summary.json's `logged_to`
+    held it relative, a fresh run's absolute."""
+    from rlrun.logs.sinks.csv import CsvSink
+    from rlrun.logs.sinks.tensorboard import TensorBoardSink
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run").mkdir()
+    opened = (TensorBoardSink if sink == "tensorboard" else CsvSink)(Path("run"))
+    where = opened.close({"env_steps": 0})
+    run = tmp_path / "run"
+    expected = {"logdir": str(run)} if sink == "tensorboard" else {"path": str(run / "scalars.csv")}
+    assert where == expected

@@ -37,4 +37,4 @@ class CsvSink:
 
     def close(self, summary: dict[str, Any]) -> dict[str, Any]:
         self._file.close()
-        return {"path": str(self.path)}
+        return {"path": str(self.path.absolute())}  # as a fresh run's, for a resume of a relative path

@@ -56,4 +56,4 @@ class TensorBoardSink:
             "summary", "    " + json.dumps(summary, indent=2).replace("\n", "\n    "), summary["env_steps"]
         )
         self.writer.close()
-        return {"logdir": str(self.out_dir)}
+        return {"logdir": str(self.out_dir.absolute())}  # as a fresh run's, for a resume of a relative path
