@@ -45,6 +45,10 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def _readable_axes(ax: Any, x_format: str = "{:,.0f}") -> None:
     """Tick labels as plain numbers (10,000 rather than 1e4 with an offset)."""
     # matplotlib takes ~0.5 s to import: only when a figure is drawn
@@ -72,23 +76,47 @@ def _legend_below(fig: Any, entries: dict[str, Any]) -> None:
     )
 
 
-def _iqm_curve(ax: Any, g: pd.DataFrame, color: Any, points: int) -> int:
-    """The IQM over seeds of one configuration's curve with its 95% band; returns the number of seeds."""
+def dense_points(g: pd.DataFrame, points: int) -> tuple[np.ndarray, np.ndarray]:
+    """A densely logged curve (the 100-episode mean) of one configuration's seeds on a common grid: `points`
+    steps from the first step where every seed has a point to the last, each seed interpolated; one step
+    where they all end there (a grid of one point is drawn as a marker)."""
+    runs = [c.sort_values("step") for _, c in g.groupby("job") if len(c)]
+    first, last = max(c["step"].min() for c in runs), g["step"].max()
+    grid = np.linspace(first, last, points) if last > first else np.array([float(last)])
+    return grid, np.stack([np.interp(grid, c["step"], c["value"]) for c in runs])
+
+
+def evaluation_points(g: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """One configuration's greedy evaluations as (steps, seeds x steps): the k-th evaluation of every seed
+    at the k-th step (the median of the seeds' steps, the evaluation step itself where they share it), for
+    the evaluations every seed has. Nothing between two evaluations is made up: interpolating seeds whose
+    lines cross gives a band with kinks and spikes where no evaluation ran. A step logged twice (a resumed
+    run) counts once, its last value."""
+    runs = [c.drop_duplicates("step", keep="last").sort_values("step") for _, c in g.groupby("job") if len(c)]
+    n = min(len(c) for c in runs)
+    steps = np.median(np.stack([c["step"].to_numpy(float)[:n] for c in runs]), axis=0)
+    return steps, np.stack([c["value"].to_numpy(float)[:n] for c in runs])
+
+
+def _iqm_curve(ax: Any, steps: np.ndarray, per_seed: np.ndarray, color: Any, markers: bool = False) -> int:
+    """The IQM over seeds (rows of `per_seed`) at each step with its 95% band; a single step as a marker with
+    its interval as an error bar (a line through one point draws nothing). Returns the number of seeds."""
     # the report extra: imported only when a report is drawn
     from rliable import library as rly
 
-    runs = [c for _, c in g.groupby("job") if len(c)]
-    # From the step where every seed has a point, so each grid point has all seeds.
-    grid = np.linspace(max(c["step"].min() for c in runs), g["step"].max(), points)
-    per_seed = np.stack([np.interp(grid, c["step"], c["value"]) for c in runs])
-    with bootstrap_seed(0):  # rliable's aggregate_iqm is scipy's 25% trimmed mean; here per grid point
+    with bootstrap_seed(0):  # rliable's aggregate_iqm is scipy's 25% trimmed mean; here per step
         iqm, ci = rly.get_interval_estimates(
             {"c": per_seed}, lambda s: trimmed_mean(s, axis=0), reps=CURVE_BOOTSTRAP_REPS
         )
-    ax.plot(grid, iqm["c"], color=color, marker="o" if len(grid) == 1 else None)
-    if len(runs) >= 2:
-        ax.fill_between(grid, ci["c"][0], ci["c"][1], color=color, alpha=0.2)
-    return len(runs)
+    seeds = len(per_seed)
+    if len(steps) == 1:
+        err = np.abs(np.array([[iqm["c"][0] - ci["c"][0][0]], [ci["c"][1][0] - iqm["c"][0]]]))
+        ax.errorbar(steps, iqm["c"], yerr=err if seeds >= 2 else None, color=color, marker="o", capsize=4)
+        return seeds
+    ax.plot(steps, iqm["c"], color=color, marker="o" if markers else None, markersize=4)
+    if seeds >= 2:
+        ax.fill_between(steps, ci["c"][0], ci["c"][1], color=color, alpha=0.2)
+    return seeds
 
 
 def plot_curves(
@@ -100,37 +128,51 @@ def plot_curves(
 ):
     """Per env, the IQM over seeds of each configuration's 100-episode mean training return against env
     steps, with a 95% stratified bootstrap band and the solve threshold; next to it the greedy evaluation
-    returns the same way, where the runs have them."""
-    panels = [(curves, "100-episode mean training return")]
+    returns the same way, where the runs have them, at the evaluation steps only (`evaluation_points`, a
+    marker on each; one evaluation per run is a marker with its interval as an error bar)."""
+    panels = [(curves, "100-episode mean training return", False)]
     if eval_curves is not None and not eval_curves.empty:
-        panels.append((eval_curves, "greedy evaluation return"))
-    panels = [(c, what) for c, what in panels if not c.empty]
+        panels.append((eval_curves, "greedy evaluation return, at each evaluation", True))
+    panels = [p for p in panels if not p[0].empty]
     if not panels:
         return None
-    envs = sorted(set().union(*(set(c["env"]) for c, _ in panels)))
-    colors = _colors(set().union(*(set(c["configuration"]) for c, _ in panels)))
+    envs = sorted(set().union(*(set(c["env"]) for c, _, _ in panels)))
+    colors = _colors(set().union(*(set(c["configuration"]) for c, _, _ in panels)))
     plt = _pyplot()
     fig, axes = plt.subplots(len(envs), len(panels), figsize=(6 * len(panels), 4 * len(envs)), squeeze=False)
     seeds: dict[str, int] = {}
-    for (i, env), (j, (data, what)) in ((e, q) for e in enumerate(envs) for q in enumerate(panels)):
+    for (i, env), (j, (data, what, evaluations)) in ((e, q) for e in enumerate(envs) for q in enumerate(panels)):
         ax = axes[i, j]
-        for config, g in data[data["env"] == env].groupby("configuration", sort=True):
-            seeds[config] = max(seeds.get(config, 0), _iqm_curve(ax, g, colors[config], points))
+        series = [
+            (config, *(evaluation_points(g) if evaluations else dense_points(g, points)))
+            for config, g in data[data["env"] == env].groupby("configuration", sort=True)
+        ]
+        dodge = len(series) > 1 and all(len(steps) == 1 for _, steps, _ in series)
+        for k, (config, steps, per_seed) in enumerate(series):
+            if dodge:  # one point per configuration at one step: side by side (1% of the step apart), not hidden
+                steps = steps * (1 + 0.01 * (k - (len(series) - 1) / 2))
+            n = _iqm_curve(ax, steps, per_seed, colors[config], markers=evaluations)
+            seeds[config] = max(seeds.get(config, 0), n)
+        if dodge:  # the step itself is the only tick
+            step = float(np.median([steps[0] for _, steps, _ in series]))
+            ax.set_xticks([step])
+            ax.set_xlim(step * 0.95, step * 1.05)
         threshold = (thresholds or {}).get(env)
         if threshold is not None and np.isfinite(threshold):
             ax.axhline(threshold, color="grey", linestyle="--", linewidth=1)
         ax.set_title(f"{env}: {what}\n(IQM over seeds, 95% CI)", fontsize=10)
-        ax.set_xlabel("env step")
-        ax.set_ylabel("return")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("episode return")
         ax.grid(alpha=0.3)
         _readable_axes(ax)
-    entries: dict[str, Any] = {f"{c} (n={n})": colors[c] for c, n in sorted(seeds.items())}
-    shown = [t for t in (thresholds or {}).values() if t is not None and np.isfinite(t)]
+    entries: dict[str, Any] = {f"{c} ({_plural(n, 'seed')})": colors[c] for c, n in sorted(seeds.items())}
+    shown = sorted({t for e, t in (thresholds or {}).items() if e in envs and t is not None and np.isfinite(t)})
     if shown:
         # matplotlib takes ~0.5 s to import: only when a figure is drawn
         from matplotlib.lines import Line2D
 
-        entries[f"solve threshold {shown[0]:g}"] = Line2D([], [], color="grey", linestyle="--", linewidth=1)
+        label = f"solve threshold {shown[0]:g}" if len(shown) == 1 else "solve threshold (the env's)"
+        entries[label] = Line2D([], [], color="grey", linestyle="--", linewidth=1)
     _legend_below(fig, entries)
     return _save(fig, path)
 
@@ -162,7 +204,8 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
     for ax, env in zip(axes, envs):
         d = done[done["env"] == env]
         groups = dict(list(d.groupby("configuration", sort=True)))
-        scores = {f"{config} (n={len(g)})": g[column].to_numpy()[:, None] for config, g in groups.items()}
+        names = {config: f"{config} ({_plural(len(g), 'seed')})" for config, g in groups.items()}
+        scores = {names[config]: g[column].to_numpy()[:, None] for config, g in groups.items()}
         threshold = d["reward_threshold"].dropna()
         lo, hi = d[column].min(), max(d[column].max(), threshold.max() if len(threshold) else -np.inf)
         taus = np.linspace(lo - 0.05 * (hi - lo + 1), hi + 0.05 * (hi - lo + 1), 101)
@@ -175,13 +218,13 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
             taus,
             performance_profile_cis=cis,
             ax=ax,
-            colors={f"{config} (n={len(g)})": colors[config] for config, g in groups.items()},
+            colors={names[config]: colors[config] for config in groups},
             xlabel=f"{what} " + r"$\tau$",
             ylabel=r"fraction of runs with score $> \tau$",
             labelsize="medium",
             ticklabelsize="medium",
         )
-        entries.update({f"{config} (n={len(g)})": colors[config] for config, g in groups.items()})
+        entries.update({names[config]: colors[config] for config in groups})
         if len(threshold):
             # matplotlib takes ~0.5 s to import: only when a figure is drawn
             from matplotlib.lines import Line2D
