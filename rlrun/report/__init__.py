@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         trimmed_mean,
     )
     from rlrun.report.plots import CURVE_BOOTSTRAP_REPS, plot_curves, plot_profile, plot_sensitivity
+    from rlrun.report.search import plot_search, search_trials
     from rlrun.report.tables import MIN_SEEDS, NoRunsError, markdown_table, write_report
     from rlrun.sweeps.jobtable import (
         CURVE_TAG,
@@ -73,6 +74,7 @@ _API_BY_MODULE = {  # the package's API, by the module that defines it (imported
     "rlrun.report.aggregate": ("BOOTSTRAP_REPS", "improvement_probability", "improvement_table", "iqm_ci",
                                "left_out", "score_column", "sensitivity", "summarize", "trimmed_mean"),
     "rlrun.report.plots": ("CURVE_BOOTSTRAP_REPS", "plot_curves", "plot_profile", "plot_sensitivity"),
+    "rlrun.report.search": ("plot_search", "search_trials"),
     "rlrun.report.tables": ("MIN_SEEDS", "NoRunsError", "markdown_table", "write_report"),
 }  # fmt: skip
 _API = {name: module for module, names in _API_BY_MODULE.items() for name in names}
@@ -123,10 +125,12 @@ __all__ = [
     "markdown_table",
     "plot_curves",
     "plot_profile",
+    "plot_search",
     "plot_sensitivity",
     "quiet",
     "run_dirs",
     "score_column",
+    "search_trials",
     "sensitivity",
     "summarize",
     "trimmed_mean",

@@ -23,6 +23,7 @@ from rlrun.report.aggregate import (
     summarize,
 )
 from rlrun.report.plots import plot_curves, plot_profile, plot_sensitivity
+from rlrun.report.search import search_section
 from rlrun.storage import bounded, rundir
 from rlrun.sweeps.continuation import MULTIRUN, continue_command, is_sweep, planned_jobs
 from rlrun.sweeps.jobtable import (
@@ -82,17 +83,6 @@ def with_sweep_command(job: str, how: str, plans: dict[Path, list[Path]]) -> str
     if "no checkpoint" in how:
         how = "stopped before its first checkpoint (or still running)"
     return f"{how}; continue the sweep (every job not finished) with {continue_command(sweep)}"
-
-
-def more_seeds(runs: pd.DataFrame, few: pd.DataFrame) -> str:
-    """How to run more seeds of these configurations: `seeds=5` where their runs are the agents of a batched or
-    PBT run (`seeds=K`), `seed=0,1,2,3,4` where they are jobs of their own, both where they are both."""
-    parents = {Path(job).parent for job in runs[runs.configuration.isin(few.configuration)].job}
-    batched = {p for p in parents if holds_agents(p)}
-    ways = ([f"`seed={','.join(map(str, range(MIN_SEEDS)))}`"] if parents - batched else []) + (
-        [f"`seeds={MIN_SEEDS}` for the agents of a batched or PBT run"] if batched else []
-    )
-    return "e.g. " + " or ".join(ways)
 
 
 def _ci_cell(iqm: float, lo: float, hi: float, n: int) -> str:
@@ -182,14 +172,16 @@ def merged_seeds(merged: list[tuple[str, list[str]]]) -> list[str]:
 
 
 def sensitivity_section(runs: pd.DataFrame, out: Path, reps: int) -> list[str]:
-    """The sensitivity figure of each swept numeric key (`aggregate.sensitivity`), with its caption."""
+    """The sensitivity figure of each swept numeric key (`aggregate.sensitivity`), with its caption; the
+    trials of a sampled search (Optuna) get a figure of their own (`search.search_section`)."""
+    lines, runs = search_section(runs, out)
     points = sensitivity(runs, reps)
-    path = plot_sensitivity(points, out / "sensitivity.png")
+    path = plot_sensitivity(points, out / ("sensitivity_grid.png" if lines else "sensitivity.png"))
     if path is None:
-        return []
+        return lines
     keys = ", ".join(f"`{k}`" for k in dict.fromkeys(points["key"]))
     what = "greedy evaluation return" if points["score"].iloc[0] == EVAL else "training return"
-    return [
+    return lines + [
         "",
         f"![sensitivity]({path.name})",
         "",
@@ -260,7 +252,7 @@ def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path 
         lines += [
             f"**Warning:** {_plural(len(few), 'configuration')} with fewer than {MIN_SEEDS} seeds "
             f"({', '.join(str(n) for n in sorted(set(few.seeds)))}): confidence intervals from so few runs are "
-            f"wide and unreliable. Run at least {MIN_SEEDS} seeds per configuration ({more_seeds(runs, few)}).",
+            f"wide and unreliable. Run at least {MIN_SEEDS} seeds per configuration (e.g. `seed=0,1,2,3,4`).",
             "",
         ]
     if not table.empty:

@@ -1,11 +1,15 @@
 """What the report's figures draw (rlrun.report.plots, rlrun.report.search), read from their matplotlib
 artists, on made-up curves and run directories."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
-from rlrun.report import plot_curves, plots as report_plots
+import rlrun.report
+from rlrun.report import load_runs, plot_curves, plots as report_plots, write_report
 
 
 @pytest.fixture
@@ -76,3 +80,67 @@ def test_evaluation_points_align_the_kth_evaluation_of_every_seed():
     steps, per_seed = evaluation_points(g)
     assert steps.tolist() == [1000, 2000, 3000]  # the evaluations every seed has
     assert per_seed.tolist() == [[0.0, 10.0, 20.0], [1.0, 7.0, 31.0], [2.0, 12.0, 22.0]]
+
+
+def make_trial(root, number, lr, tau, objective_return, env="CartPole-v1", direction="maximize", summary=True):
+    """A trial of an Optuna search (`+hparams_search=optuna`) as rlrun and Hydra leave it."""
+    run = root / f"algo.tau={tau}" / f"optimizer.lr={lr}"
+    (run / ".hydra").mkdir(parents=True)
+    cfg = {"seed": 0, "env": {"id": env}, "optimizer": {"lr": lr}, "algo": {"tau": tau}}
+    cfg["objective"] = "final_mean_return_100"
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    overrides = [f"optimizer.lr={lr}", f"algo.tau={tau}", "+hparams_search=optuna"]
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    sweeper = {
+        "_target_": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper",
+        "direction": direction,
+        "params": {"optimizer.lr": "tag(log, interval(1e-4, 1e-2))", "algo.tau": "choice(0.05, 0.1, 0.5)"},
+    }
+    hydra = {"sweeper": sweeper, "overrides": {"task": overrides}, "job": {"num": number}, "runtime": {"choices": {}}}
+    (run / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": hydra}))
+    if summary:
+        summary = {"status": "finished", "final_eval_return": objective_return, "reward_threshold": 475.0}
+        summary |= {"final_mean_return_100": objective_return, "solved_step": None, "wall_time_s": 1.0}
+        (run / "summary.json").write_text(json.dumps(summary))
+    return run
+
+
+def test_an_optuna_search_is_one_panel_per_searched_key_with_trials_as_points(tmp_path, figures):
+    trials = [(0, 0.0003, 0.1, 120.0), (1, 0.002, 0.05, 300.0), (2, 0.008, 0.1, 300.0), (3, 0.001, 0.5, 80.0)]
+    for number, lr, tau, score in trials:
+        make_trial(tmp_path, number, lr, tau, score)
+    make_trial(tmp_path, 4, 0.0002, 0.5, None, summary=False)  # still running: no objective, not drawn
+
+    text = write_report(tmp_path, reps=100)
+    [search] = [f for f in figures if f._suptitle is not None]
+    axes = [ax for ax in search.axes if ax.get_visible()]
+    assert sorted(ax.get_xlabel() for ax in axes) == ["algo.tau", "optimizer.lr"]  # one axis per searched key
+    lr_ax = next(ax for ax in axes if ax.get_xlabel() == "optimizer.lr")
+    tau_ax = next(ax for ax in axes if ax.get_xlabel() == "algo.tau")
+    assert lr_ax.get_xscale() == "log" and lr_ax.get_xlim() == pytest.approx((1e-4, 1e-2), rel=0.3)
+    assert [t.get_text() for t in tau_ax.get_xticklabels()] == ["0.05", "0.1", "0.5"]  # every choice
+    points, best = lr_ax.collections
+    assert sorted(points.get_offsets()[:, 0]) == pytest.approx([0.0003, 0.001, 0.008])
+    assert best.get_offsets().tolist() == [[0.002, 300.0]]  # trial 1: the first of the two at 300
+    assert "objective: final 100-episode mean return" in lr_ax.get_ylabel()
+    assert "![search](sensitivity.png)" in text and "#1 (300: `algo.tau=0.05`, `optimizer.lr=0.002`)" in text
+    assert "1 trial without an objective (failed or unfinished) not drawn" in text
+
+
+def test_search_trials_mark_the_lowest_objective_best_when_the_search_minimizes(tmp_path):
+    for number, lr, score in [(0, 0.001, 50.0), (1, 0.003, 20.0)]:
+        make_trial(tmp_path, number, lr, 0.1, score, direction="minimize")
+    trials = rlrun.report.search_trials(load_runs([tmp_path]))
+    assert set(trials["key"]) == {"optimizer.lr", "algo.tau"}
+    assert sorted(trials[trials.best]["value"]) == ["0.003", "0.1"]
+    assert trials[trials.key == "optimizer.lr"]["log"].all() and not trials[trials.key == "algo.tau"]["log"].any()
+
+
+def test_a_grid_sweep_has_no_search_trials(tmp_path):
+    run = tmp_path / "seed=0"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": 0, "env": {"id": "CartPole-v1"}}))
+    sweeper = {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None}
+    (run / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"sweeper": sweeper}}))
+    (run / "summary.json").write_text(json.dumps({"status": "finished", "final_mean_return_100": 1.0}))
+    assert rlrun.report.search_trials(load_runs([tmp_path])).empty
