@@ -85,6 +85,17 @@ def with_sweep_command(job: str, how: str, plans: dict[Path, list[Path]]) -> str
     return f"{how}; continue the sweep (every job not finished) with {continue_command(sweep)}"
 
 
+def more_seeds(runs: pd.DataFrame, few: pd.DataFrame) -> str:
+    """How to run more seeds of these configurations: `seeds=5` where their runs are the agents of a batched or
+    PBT run (`seeds=K`), `seed=0,1,2,3,4` where they are jobs of their own, both where they are both."""
+    parents = {Path(job).parent for job in runs[runs.configuration.isin(few.configuration)].job}
+    batched = {p for p in parents if holds_agents(p)}
+    ways = ([f"`seed={','.join(map(str, range(MIN_SEEDS)))}`"] if parents - batched else []) + (
+        [f"`seeds={MIN_SEEDS}` for the agents of a batched or PBT run"] if batched else []
+    )
+    return "e.g. " + " or ".join(ways)
+
+
 def _ci_cell(iqm: float, lo: float, hi: float, n: int) -> str:
     if not np.isfinite(iqm):
         return "not evaluated"
@@ -252,7 +263,7 @@ def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path 
         lines += [
             f"**Warning:** {_plural(len(few), 'configuration')} with fewer than {MIN_SEEDS} seeds "
             f"({', '.join(str(n) for n in sorted(set(few.seeds)))}): confidence intervals from so few runs are "
-            f"wide and unreliable. Run at least {MIN_SEEDS} seeds per configuration (e.g. `seed=0,1,2,3,4`).",
+            f"wide and unreliable. Run at least {MIN_SEEDS} seeds per configuration ({more_seeds(runs, few)}).",
             "",
         ]
     if not table.empty:
