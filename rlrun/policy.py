@@ -17,6 +17,7 @@ expectation of their return distribution (IQN at its evenly spaced acting fracti
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -42,10 +43,33 @@ class BatchedRunError(ckpt.CheckpointError):
 
     def __init__(self, run_dir: Path, agent_dirs: list[str]):
         self.agent_dirs = agent_dirs
+        self.best_agent = pbt_best(Path(run_dir), agent_dirs)  # a PBT run's best agent, where it named one
+        best = f"; PBT's best agent: {self.best_agent}" if self.best_agent is not None else ""
         super().__init__(
-            f"{run_dir} is a batched run of {len(agent_dirs)} agents; give one agent's directory: "
+            f"{run_dir} is a batched run of {len(agent_dirs)} agents{best}; give one agent's directory: "
             + ", ".join(agent_dirs)
         )
+
+
+PBT_BEST = re.compile(r"PBT best agent (\S+) \(fitness")
+LOG_TAIL = 2**20  # the end of train.log where a finished PBT run names its best agent
+
+
+def pbt_best(run_dir: Path, agent_dirs: list[str]) -> str | None:
+    """The directory of the agent a PBT run named best when it ended (the last `PBT best agent <label>` line
+    of its train.log: a resumed run names it again), or None (not PBT, not finished, no such agent)."""
+    path = run_dir / "train.log"
+    try:
+        with bounded.open_regular(path, None) as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL))
+            tail = f.read(LOG_TAIL).decode("utf-8", errors="replace")
+    except (bounded.FileRefused, OSError):
+        return None
+    found = PBT_BEST.findall(tail)
+    if not found:
+        return None
+    best = os.path.normpath(run_dir / found[-1])
+    return next((d for d in agent_dirs if os.path.normpath(d) == best), None)
 
 
 class Saved(NamedTuple):
