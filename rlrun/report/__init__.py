@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         summarize,
         trimmed_mean,
     )
+    from rlrun.report.destination import LinkedFolderError
     from rlrun.report.plots import CURVE_BOOTSTRAP_REPS, plot_curves, plot_profile, plot_sensitivity
     from rlrun.report.search import plot_search, search_trials
     from rlrun.report.tables import MIN_SEEDS, NoRunsError, markdown_table, write_report
@@ -75,6 +76,7 @@ _API_BY_MODULE = {  # the package's API, by the module that defines it (imported
                                "left_out", "score_column", "sensitivity", "summarize", "trimmed_mean"),
     "rlrun.report.plots": ("CURVE_BOOTSTRAP_REPS", "plot_curves", "plot_profile", "plot_sensitivity"),
     "rlrun.report.search": ("plot_search", "search_trials"),
+    "rlrun.report.destination": ("LinkedFolderError",),
     "rlrun.report.tables": ("MIN_SEEDS", "NoRunsError", "markdown_table", "write_report"),
 }  # fmt: skip
 _API = {name: module for module, names in _API_BY_MODULE.items() for name in names}
@@ -107,6 +109,7 @@ __all__ = [
     "CURVE_TAG",
     "EVAL",
     "FINISHED",
+    "LinkedFolderError",
     "MIN_SEEDS",
     "NoRunsError",
     "TRAIN",
@@ -159,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
             p.error(f"{folder} is not a directory")
     try:
         from rlrun.report import (
+            LinkedFolderError,
             NoRunsError,
             write_report,
         )  # as any user imports it: ReportExtraMissing without the extra
@@ -169,10 +173,10 @@ def main(argv: list[str] | None = None) -> None:
     if out is None and len(args.folders) > 1:
         out = Path("outputs", "reports", datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f"))
     try:
-        if out is not None:
+        if out is not None and not out.is_symlink():
             out.mkdir(parents=True, exist_ok=True)
         text = write_report(args.folders, out=out)
-    except NoRunsError as e:
+    except (NoRunsError, LinkedFolderError) as e:
         print(f"rlrun.report: {e}", file=sys.stderr)
         sys.exit(2)
     except OSError as e:  # a read-only folder, a report.md that is a directory, a full disk
@@ -184,5 +188,4 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(4)
     print(text)
-    if args.out is None and out is not None:  # a folder the user did not name
-        print(f"rlrun.report: written into {out}", file=sys.stderr)
+    print(f"rlrun.report: written into {out or args.folders[0]}", file=sys.stderr)

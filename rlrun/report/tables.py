@@ -22,6 +22,7 @@ from rlrun.report.aggregate import (
     sensitivity,
     summarize,
 )
+from rlrun.report.destination import refuse_link
 from rlrun.report.plots import plot_curves, plot_profile, plot_sensitivity
 from rlrun.report.search import search_section
 from rlrun.storage import bounded, rundir
@@ -211,6 +212,7 @@ def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path 
         if len(roots) != 1:
             raise ValueError("a report of several folders needs the folder to write it into (out=...)")
         out = roots[0]
+    refuse_link(Path(out))
     found = load_runs(roots)
     damaged = [f"- `{job}`: {why}" for job, why in found.attrs["damaged"]]
     for job, why in found.attrs["damaged"]:

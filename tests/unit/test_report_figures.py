@@ -1,5 +1,5 @@
 """What the report's figures draw (rlrun.report.plots, rlrun.report.search), read from their matplotlib
-artists, on made-up curves and run directories."""
+artists, and where the report may write (never through a link), on made-up curves and run directories."""
 
 import json
 
@@ -144,3 +144,33 @@ def test_a_grid_sweep_has_no_search_trials(tmp_path):
     (run / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"sweeper": sweeper}}))
     (run / "summary.json").write_text(json.dumps({"status": "finished", "final_mean_return_100": 1.0}))
     assert rlrun.report.search_trials(load_runs([tmp_path])).empty
+
+
+def test_a_report_of_a_linked_folder_is_refused_and_writes_nothing_through_it(tmp_path, capsys):
+    """`python -m rlrun.report links/runA`, a link to a sweep's job: read through the link, never written
+    through it (the job's directory is its own process's)."""
+    job = make_trial(tmp_path / "sweep", 0, 0.001, 0.1, 100.0)
+    before = sorted(p.name for p in job.iterdir())
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "runA").symlink_to(job)
+    with pytest.raises(SystemExit) as exit_:
+        rlrun.report.main([str(tmp_path / "links" / "runA")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "links/runA is a link (to " in err and "--out DIR" in err
+    assert sorted(p.name for p in job.iterdir()) == before
+    with pytest.raises(rlrun.report.LinkedFolderError):
+        write_report(tmp_path / "links" / "runA", reps=10)
+    with pytest.raises(SystemExit):  # --out naming a link: the same
+        rlrun.report.main([str(tmp_path / "sweep"), "--out", str(tmp_path / "links" / "runA")])
+    assert sorted(p.name for p in job.iterdir()) == before
+
+    rlrun.report.main([str(tmp_path / "links"), "--out", str(tmp_path / "beside")])  # read through it: fine
+    assert (tmp_path / "beside" / "report.md").is_file()
+    assert f"rlrun.report: written into {tmp_path / 'beside'}" in capsys.readouterr().err
+
+
+def test_a_report_of_one_folder_says_where_it_wrote(tmp_path, capsys):
+    make_trial(tmp_path, 0, 0.001, 0.1, 100.0)
+    rlrun.report.main([str(tmp_path)])
+    assert capsys.readouterr().err.strip().endswith(f"rlrun.report: written into {tmp_path}")
