@@ -32,9 +32,7 @@ class AtariConfig:
     # FIRE for the first 2 agent steps of every life: auto = the games that stand still until it (Breakout,
     # Bowling, ...; rlrun.envs.atari.FIRE_TO_START) | true = every game with FIRE | false = never
     fire_reset: str = "auto"
-    # Sticky actions: the chance that the emulator repeats the previous action at each frame; null = the id's
-    # (0.25 for v5 ids; Machado et al. 2018), 0.0 = none (the Atari 100k benchmark's setting)
-    repeat_action_probability: float | None = None
+    repeat_action_probability: float | None = None  # sticky actions' chance per frame; null: the id's (v5: 0.25)
 
 
 @dataclass
@@ -64,9 +62,7 @@ class QNetworkConfig:
     dueling: bool = False  # separate value and advantage streams (Wang et al. 2016)
     layer_norm: bool = True  # LayerNorm after each hidden layer
     activation: str = "relu"  # relu | tanh | elu | gelu
-    # mlp | nature_cnn (stacked frames: Mnih et al. 2015) | der_cnn (stacked frames: van Hasselt et al. 2019's
-    # Data-Efficient Rainbow) | minatar_cnn (grids); then hidden_sizes
-    encoder: str = "mlp"
+    encoder: str = "mlp"  # mlp | nature_cnn, der_cnn (stacked frames: Nature DQN's, DER's) | minatar_cnn (grids)
     num_atoms: int = 1  # > 1: C51 distributional head over linspace(v_min, v_max, num_atoms)
     v_min: float = -10.0  # C51 support: lowest return
     v_max: float = 10.0  # C51 support: highest return
@@ -84,10 +80,8 @@ class UniformBufferConfig:
     _target_: str = "rlrun.replay.ReplayBuffer"
     capacity: int = 100_000  # transitions kept per agent (oldest dropped first)
     n_step: int = 3  # n-step returns (1 = plain one-step TD)
-    # Augmentation of each sampled batch's obs and next_obs (pixel observations only; rlrun.replay.augment):
-    # none | random_shift (DrQ: pad augment_pad pixels by repeating the edge, crop back at a random offset)
-    augment: str = "none"
-    augment_pad: int = 4  # random_shift's padding in pixels: shifts of up to this many pixels each way
+    augment: str = "none"  # none | random_shift (DrQ: sampled images shifted, edges repeated; rlrun.replay.augment)
+    augment_pad: int = 4  # random_shift's largest shift in pixels, each way
 
 
 @dataclass
@@ -95,10 +89,8 @@ class PrioritizedBufferConfig:
     _target_: str = "rlrun.replay.PrioritizedReplayBuffer"
     capacity: int = 100_000  # transitions kept per agent (oldest dropped first)
     n_step: int = 3  # n-step returns (1 = plain one-step TD)
-    # Augmentation of each sampled batch's obs and next_obs (pixel observations only; rlrun.replay.augment):
-    # none | random_shift (DrQ: pad augment_pad pixels by repeating the edge, crop back at a random offset)
-    augment: str = "none"
-    augment_pad: int = 4  # random_shift's padding in pixels: shifts of up to this many pixels each way
+    augment: str = "none"  # none | random_shift (DrQ: sampled images shifted, edges repeated; rlrun.replay.augment)
+    augment_pad: int = 4  # random_shift's largest shift in pixels, each way
     alpha: float = 0.6  # priority exponent: sample with p_i^alpha (0 = uniform)
     beta_start: float = 0.4  # importance-sampling exponent at the start
     # env steps over which beta anneals linearly to 1; null = the whole run (total_steps).

@@ -139,14 +139,9 @@ def _buffer(cfg: DictConfig) -> None:
     positive(cfg, "buffer.capacity")
     positive(cfg, "buffer.n_step")
     one_of(cfg, "buffer.augment", ["none", "random_shift"])
-    if cfg.buffer.augment != "none":
+    if cfg.buffer.augment != "none":  # random_shift shifts images: a conv encoder's pixel observations
         positive(cfg, "buffer.augment_pad")
-        check(
-            cfg.network.encoder != "mlp",
-            "buffer.augment",
-            cfg.buffer.augment,
-            "none with network.encoder=mlp (random_shift shifts images: a conv encoder's pixel observations)",
-        )
+        check(cfg.network.encoder != "mlp", "buffer.augment", cfg.buffer.augment, "none with network.encoder=mlp")
     if "alpha" in cfg.buffer:
         in_range(cfg, "buffer.alpha", 0.0, 1.0)
         in_range(cfg, "buffer.beta_start", 0.0, 1.0)
