@@ -147,13 +147,13 @@ def plot_curves(
             (config, *(evaluation_points(g) if evaluations else dense_points(g, points)))
             for config, g in data[data["env"] == env].groupby("configuration", sort=True)
         ]
-        dodge = len(series) > 1 and all(len(steps) == 1 for _, steps, _ in series)
-        for k, (config, steps, per_seed) in enumerate(series):
-            if dodge:  # one point per configuration at one step: side by side (1% of the step apart), not hidden
-                steps = steps * (1 + 0.01 * (k - (len(series) - 1) / 2))
+        singles = [config for config, steps, _ in series if len(steps) == 1]
+        for config, steps, per_seed in series:
+            if len(singles) > 1 and config in singles:  # one point each: side by side (1% of the step apart)
+                steps = steps * (1 + 0.01 * (singles.index(config) - (len(singles) - 1) / 2))
             n = _iqm_curve(ax, steps, per_seed, colors[config], markers=evaluations)
             seeds[config] = max(seeds.get(config, 0), n)
-        if dodge:  # the step itself is the only tick
+        if len(singles) > 1 and len(singles) == len(series):  # the step itself is the only tick
             step = float(np.median([steps[0] for _, steps, _ in series]))
             ax.set_xticks([step])
             ax.set_xlim(step * 0.95, step * 1.05)
@@ -230,8 +230,12 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
             from matplotlib.lines import Line2D
 
             ax.axvline(threshold.iloc[0], color="grey", linestyle="--", linewidth=1)
-            entries["solve threshold"] = Line2D([], [], color="grey", linestyle="--", linewidth=1)
-        ax.set_title(f"{env}: performance profile of the {what}", fontsize=10)
+            entries[f"solve threshold {threshold.iloc[0]:g}"] = Line2D(
+                [], [], color="grey", linestyle="--", linewidth=1
+            )
+        ax.set_title(
+            f"{env}: performance profile of the final {what}\n(share of runs above each return, 95% CI)", fontsize=10
+        )
         _readable_axes(ax, "{:,.6g}")
     _legend_below(fig, entries)
     return _save(fig, path)
@@ -262,7 +266,9 @@ def plot_sensitivity(points: pd.DataFrame, path: Path):
             x, iqm, low, high = (line[c].to_numpy(float) for c in ("value", "iqm", "ci95_low", "ci95_high"))
             ax.errorbar(x, iqm, yerr=np.stack([iqm - low, high - iqm]), color=colors[others], marker="o", capsize=4)
             n = sorted(set(line["seeds"]))
-            entries[f"{others} (n={n[0]}" + (f"-{n[-1]})" if len(n) > 1 else ")")] = colors[others]
+            entries[f"{others} ({n[0]}" + (f"-{n[-1]} seeds)" if len(n) > 1 else f" seed{'s' * (n[0] != 1)})")] = (
+                colors[others]
+            )
         if log_axis(d["value"]):
             # matplotlib takes ~0.5 s to import: only when a figure is drawn
             from matplotlib.ticker import NullFormatter
@@ -272,7 +278,7 @@ def plot_sensitivity(points: pd.DataFrame, path: Path):
         _readable_axes(ax, "{:,.6g}")
         ax.set_title(f"{env}: final {what} against {key}\n(IQM over seeds, 95% CI)", fontsize=10)
         ax.set_xlabel(key)
-        ax.set_ylabel("return")
+        ax.set_ylabel("episode return")
         ax.grid(alpha=0.3, which="both")
     _legend_below(fig, entries)
     return _save(fig, path)
