@@ -2,8 +2,9 @@
 
     python -m rlrun.report outputs/multirun/<sweep> [more folders ...] [--out DIR]
 
-Every run under the folders counts (links to run directories are followed for reading; the report is
-written into the one folder given, or into --out). A configuration is the settings that differ between the
+Every run under the folders counts (links to run directories are followed for reading, never written
+through: the report is written into the one folder given unless it is a link, or into --out; stderr's last
+line says where). A configuration is the settings that differ between the
 jobs, without `seed` (config groups and seeds read from each run's composed config); a PBT population is
 labelled as one. Runs of the same configuration and seed count once: the latest finished one is kept, and
 the report names the jobs left out. The aggregates are those of Agarwal et al. (2021, "Deep
@@ -15,9 +16,10 @@ that reached it, and how many did); mean wall time. For two or more configuratio
 probability that the best one (by greedy-eval IQM) beats each other one, and a performance profile (the
 fraction of runs scoring above each return); for each swept numeric key (lr on a log axis), the final IQM
 return with its interval at each of its settings, one line per setting of the other swept keys (the
-sensitivity figure). Fewer than 5 seeds get a warning: the intervals are then wide and unreliable. Written:
-report.md, report.csv, curves.png, profile.png and sensitivity.png; a report that cannot be written
-is one line naming where, exit 4.
+sensitivity figure; for a sampled search (Optuna) one panel per searched key instead, each trial a point
+at its value against the objective it returned, the best a star). Fewer than 5 seeds get a warning: the
+intervals are then wide and unreliable. Written: report.md, report.csv, curves.png, profile.png and
+sensitivity.png; a report that cannot be written is one line naming where, exit 4.
 """
 
 from __future__ import annotations
