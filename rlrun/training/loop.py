@@ -198,6 +198,7 @@ class Trainer:
         log_interval, eval_interval, ckpt_every = s.log_interval, s.eval_interval, s.checkpoint_every
         rollout = buffer if s.rollout else None
         pbt, pbt_interval = self.pbt, self.pbt.interval if self.pbt is not None else 0
+        lines = population.lines  # plain progress lines on their own clock (none where the bar shows)
 
         def crossed(interval: int) -> bool:
             return interval > 0 and step // interval > (step - num_envs) // interval
@@ -259,6 +260,8 @@ class Trainer:
                     sps = (step - last_log_step) / max(now - last_log_time, 1e-9)  # env steps per agent
                     last_log_time, last_log_step = now, step
                     log_step(self, step, sps)
+                elif lines is not None and lines.due():  # a long log.interval: the lines still come
+                    population.progress_between_logs(step)
                 if pbt is not None and crossed(pbt_interval) and step < total_steps:
                     if self.pending:  # ranks by the evaluation still owed
                         self.pending.append("pbt")

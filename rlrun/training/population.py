@@ -63,12 +63,19 @@ def _spread(values: list[float]) -> str:
 
 class ProgressLines:
     """The plain progress lines of a run whose bar does not show (stderr not a terminal: nohup, Slurm,
-    `docker logs`, CI; or log.progress_bar=false): one line for all agents at the first log at least
-    `interval` seconds of wall time after the previous line (0: at every log), and at the last step."""
+    `docker logs`, CI; or log.progress_bar=false): one line for all agents every `interval` seconds of wall
+    time, on their own clock whatever `log.interval` is (`due`, asked at each vector step; 0: one at every
+    log instead), and at the last step. The total is the steps the run takes: `total_steps` rounded up to
+    whole steps of the `vector` envs each agent steps at once (5,008 for 5,000 with 16 envs), so the last
+    line reads `5,008/5,008 (100%)`, never past its total."""
 
-    def __init__(self, total_steps: int, start_step: int, interval: float):
-        self.total, self.interval = total_steps, interval
+    def __init__(self, total_steps: int, start_step: int, interval: float, vector: int = 1):
+        self.total, self.interval = -(-total_steps // vector) * vector, interval
         self.last_time, self.last_step = time.perf_counter(), start_step
+
+    def due(self) -> bool:
+        """Whether a line is due between logs: `interval` seconds have passed since the last one."""
+        return self.interval > 0 and time.perf_counter() - self.last_time >= self.interval
 
     def line(self, step: int, loggers: Sequence[RunLogger]) -> str | None:
         now = time.perf_counter()
@@ -81,7 +88,7 @@ class ProgressLines:
         evals = [e for e in (lg.last_eval for lg in loggers) if e is not None]
         agents = f" ({len(loggers)} agents)" if len(loggers) > 1 else ""
         return (
-            f"rlrun: step {step:,}/{self.total:,} ({min(step / self.total, 1):.0%}), "  # whole vector steps may pass it
+            f"rlrun: step {step:,}/{self.total:,} ({min(step / self.total, 1):.0%}), "
             f"{sum(lg.episode for lg in loggers):,} episodes{agents}, ret100 {_spread(means)}, "
             f"eval {_spread(evals)}, {rate:,.0f} step/s, "
             f"ETA {'-' if eta is None else f'{eta // 3600}:{eta // 60 % 60:02d}:{eta % 60:02d}'}"
@@ -123,7 +130,7 @@ class Population:
         """Print plain progress lines (`ProgressLines`, through logging: the console and train.log) where
         the progress bar does not show."""
         if self.loggers[0].bar.disable:
-            self.lines = ProgressLines(total_steps, start_step, interval)
+            self.lines = ProgressLines(total_steps, start_step, interval, self.num_envs)
 
     def dir(self, k: int) -> Path:
         return self.out_dir if self.agents == 1 else self.dirs[k]
@@ -170,6 +177,13 @@ class Population:
         live = [lg for k, lg in enumerate(self.loggers) if k not in self.failed]
         for lg in live:
             lg.progress(step, sps)
+        line = self.lines.line(step, live) if self.lines is not None and live else None
+        if line is not None:
+            log.info(line)
+
+    def progress_between_logs(self, step: int) -> None:
+        """A progress line that its interval makes due before the next log (`ProgressLines.due`)."""
+        live = [lg for k, lg in enumerate(self.loggers) if k not in self.failed]
         line = self.lines.line(step, live) if self.lines is not None and live else None
         if line is not None:
             log.info(line)

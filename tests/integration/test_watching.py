@@ -5,6 +5,7 @@ while the run goes on, and the step a resumed run continues from."""
 import logging
 import re
 
+import numpy as np
 from omegaconf import OmegaConf
 
 from rlrun.logs.logger import RunLogger
@@ -81,7 +82,11 @@ def test_a_batch_of_agents_prints_one_line_per_log(compose, tmp_path, caplog):
     assert caplog.records[0].getMessage() == f"rlrun: run {run} (3 agents) on cpu (1 thread)"
     lines = progress_lines(caplog.records)
     assert [number(m["step"]) for m in lines] == [400, 800]  # not one per agent
-    returns = [a["final_mean_return_100"] for a in summary["agents"].values()]
+    # each agent's 100-episode mean as the line computes it (summary.json's are rounded to 2 decimals)
+    returns = [
+        np.mean(np.loadtxt(run / f"seed={k}" / "episodes.csv", delimiter=",", skiprows=1)[-100:, 2]) for k in range(3)
+    ]
+    assert [round(r, 2) for r in returns] == [a["final_mean_return_100"] for a in summary["agents"].values()]
     last = lines[-1]
     assert last["agents"] == " (3 agents)"
     assert number(last["episodes"]) == sum(a["episodes"] for a in summary["agents"].values())
@@ -95,9 +100,39 @@ def test_progress_lines_come_every_interval_seconds_and_at_the_end(tmp_path):
     assert lines.line(500, [logger]) is None  # an hour has not passed
     assert lines.line(1000, [logger]).startswith("rlrun: step 1,000/1,000 (100%), 1 episodes, ret100 9.0, eval -")
     assert ProgressLines(1000, 0, 0.0).line(500, [logger]) is not None
-    # 8 envs: the last vector step ends at 1,008, past the budget (was "(101%)")
-    assert ProgressLines(1000, 0, 0.0).line(1008, [logger]).startswith("rlrun: step 1,008/1,000 (100%)")
+    # 16 envs: the last vector step ends at 1,008, which is the run's total (was "1,008/1,000")
+    assert ProgressLines(1000, 0, 0.0, vector=16).line(1008, [logger]).startswith("rlrun: step 1,008/1,008 (100%)")
+    assert ProgressLines(1000, 0, 0.0, vector=16).line(992, [logger]).startswith("rlrun: step 992/1,008 (98%)")
     logger.close(1000)
+
+
+def test_progress_lines_come_on_their_clock_between_logs(tmp_path, monkeypatch):
+    """A run whose log.interval is long (env=minatar: 10,000) printed nothing between its start and 100%."""
+    import rlrun.training.population as population
+
+    clock = [0.0]
+    monkeypatch.setattr(population.time, "perf_counter", lambda: clock[0])
+    logger = RunLogger(tmp_path, config_record(OmegaConf.create({})), 1000, None, progress_bar=False, sinks=[])
+    lines = ProgressLines(1000, 0, 30.0)
+    assert not lines.due()
+    clock[0] = 31.0
+    assert lines.due() and lines.line(400, [logger]).startswith("rlrun: step 400/1,000 (40%)")
+    assert not lines.due()  # the next one 30 s on
+    assert not ProgressLines(1000, 0, 0.0).due()  # 0: a line at every log, none between them
+    logger.close(400)
+
+
+def test_a_run_with_a_long_log_interval_prints_lines_on_the_progress_interval(compose, tmp_path, caplog, monkeypatch):
+    import rlrun.training.population as population
+    from rlrun.run import train
+
+    ticks = iter(range(0, 10**9, 7))  # each reading of the lines' clock 7 s later: a line at every 5th
+    monkeypatch.setattr(population.time, "perf_counter", lambda: float(next(ticks)))
+    caplog.set_level(logging.INFO, logger="rlrun")
+    quiet = [o for o in QUIET if not o.startswith(("log.interval", "log.progress_interval"))]
+    train(compose(*quiet, "log.interval=10000", "log.progress_interval=30", "total_steps=640"), tmp_path / "run")
+    lines = progress_lines(caplog.records)
+    assert len(lines) >= 3 and lines[-1]["step"] == "640", [m.string for m in lines]
 
 
 def test_lines_only_where_the_bar_does_not_show(tmp_path):
