@@ -1,8 +1,10 @@
-"""From the validated config to the objects a run is made of: the only module that reads config groups.
+"""From the validated config to the objects a run is made of: the one place the config becomes objects.
 
 `build(cfg)` makes the parts (envs, network, learner, replay), `loop_settings(cfg)` the plain values the
 loop runs on, `population(cfg, ...)` the agents' loggers and directories. Everything below hands plain
-values to constructors; where a YAML key ends up is found by searching this file for it.
+values to constructors; where a YAML key ends up is found by searching this file for it, or an algorithm's
+own keys its module (rlrun/algos). The other modules that read the config, each for its reason, are listed
+in tests/unit/test_architecture.py (CONFIG_HANDLERS).
 
 With `seeds=K > 1` the same parts are built for K agents: one vector env of K x num_envs sub-envs, K
 networks each initialised as its single-seed run would be, stacked into one module (rlrun.nets.stacked), one

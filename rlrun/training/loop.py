@@ -1,7 +1,8 @@
 """The DQN training loop, for K >= 1 agents, and the state it carries between steps.
 
 The loop reads plain settings (`LoopSettings`) and the parts built from the config (`rlrun.training.build`); it
-never sees the config itself. Every array in it carries the agents side by side: the vector env holds
+reads no setting from the config, which it carries only as a plain dict (saved in each checkpoint, and the env
+id in an env's error). Every array in it carries the agents side by side: the vector env holds
 K x num_envs sub-envs (agent k's in rows k * num_envs ...), the network is one `QNetwork` (K = 1) or a
 stacked one (rlrun.nets.stacked), replay is one buffer or a stacked one. A single-seed run is K = 1; the
 points where K matters are in `rlrun.training.population`.

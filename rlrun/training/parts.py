@@ -1,5 +1,6 @@
 """What the training loop runs on: the parts built from the config (`Parts`) and the plain settings
-(`LoopSettings`), both made by rlrun.training.build; the loop (rlrun.training.loop) never sees the config itself."""
+(`LoopSettings`), both made by rlrun.training.build; the loop (rlrun.training.loop) reads its settings from
+these, and holds the resolved config only as a plain dict (`LoopSettings.config`, for its checkpoints)."""
 
 from __future__ import annotations
 
