@@ -36,7 +36,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchlib.common import QUIET, Run, alternate, moving_means, report, run_processes, train_cmd
+from benchlib.common import (
+    QUIET,
+    Refused,
+    Run,
+    alternate,
+    moving_means,
+    read_summary,
+    refusing,
+    report,
+    run_processes,
+    train_cmd,
+)
 
 from rlrun.envs.minatar import GAMES as MODULES  # id name -> the game's module name (the reference's -g)
 from rlrun.storage import bounded  # run files read within bounds, as rlrun reads them
@@ -165,9 +176,9 @@ def value_at(steps: list[int], means: list[float], step: int, reach: float = 0.9
 
 def last_eval(agent_dir: Path) -> float | None:
     """The agent's last greedy evaluation (its summary.json's final_eval_return), if it finished."""
-    summary = agent_dir / "summary.json"
-    value = bounded.load_json(summary).get("final_eval_return") if summary.is_file() else None
-    return value if isinstance(value, (int, float)) else None
+    summary = bounded.load_json(agent_dir / "summary.json") if (agent_dir / "summary.json").exists() else {}
+    value = summary.get("final_eval_return") if isinstance(summary, dict) else None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def agent_runs(root: Path) -> list[tuple[str, str, int, Path]]:
@@ -177,9 +188,13 @@ def agent_runs(root: Path) -> list[tuple[str, str, int, Path]]:
         run = next(p for p in episodes.parents if p.parent == root)
         if not re.fullmatch(r".+__.+__seeds\d+(from\d+)?", run.name):  # a run set aside by `learn` (.stopped-N)
             continue
-        label, game, _ = run.name.split("__")
+        label, game, _ = run.name.rsplit("__", 2)
+        if game not in GAMES:
+            raise Refused(f"{run}: game {game!r} in its name is not one of {', '.join(GAMES)}")
         seed_dir = episodes.parent.name
         if seed_dir.startswith("seed="):  # an agent of a batched run
+            if not re.fullmatch(r"seed=\d+", seed_dir):
+                raise Refused(f"{episodes.parent}: {seed_dir!r} names no seed (seed=<integer>)")
             seed = int(seed_dir.split("=")[1])
         else:  # a single run: its composed config names the seed
             found_seed = re.search(r"^seed: (\d+)$", bounded.read_text(run / ".hydra" / "config.yaml"), re.M)
@@ -442,7 +457,7 @@ def cost(args) -> None:
         return go
 
     runs = {Path(r).name: Path(r) for r in args.runs}
-    finished = {run: bounded.load_json(run / "summary.json") for run in runs.values()}
+    finished = {run: read_summary(run, agents=True) for run in runs.values()}
     results = alternate({name: resumed(run) for name, run in runs.items()}, args.rounds)
     rows = []
     for name, rounds in results.items():
@@ -497,7 +512,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.set_defaults(fn=cost)
     args = parser.parse_args()
-    args.fn(args)
+    refusing(lambda: args.fn(args))
 
 
 if __name__ == "__main__":

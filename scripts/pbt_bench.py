@@ -24,7 +24,6 @@ the agents, one panel per repetition) from the runs under --root, running only t
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import subprocess
@@ -47,6 +46,11 @@ def contestants(args: argparse.Namespace, first: int) -> dict[str, list[str]]:
     }
 
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, next to this script
+
+from benchlib.common import read_summary, refusing  # noqa: E402
+
+
 def run(overrides: list[str], out: Path) -> dict:
     """The contestant's run in `out`: reused once finished, resumed where an earlier bench stopped it."""
     if not (out / "summary.json").exists():
@@ -56,7 +60,7 @@ def run(overrides: list[str], out: Path) -> dict:
             cmd = [sys.executable, "-m", "rlrun.train", *overrides, f"hydra.run.dir={out}"]
         print("$", " ".join(cmd), file=sys.stderr, flush=True)
         subprocess.run(cmd, check=True, capture_output=True)
-    return json.loads((out / "summary.json").read_text())
+    return read_summary(out, agents=True)
 
 
 def figures(summary: dict) -> dict:
@@ -157,4 +161,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    refusing(main)

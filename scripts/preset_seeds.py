@@ -30,20 +30,22 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
+import io
 import shlex
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, next to this script
 
-from benchlib.common import report, same_config  # noqa: E402
+from benchlib.common import Refused, number, read_summary, refusing, report, same_config  # noqa: E402
 
 from rlrun.compare.stats import Comparison, compare, quantile_step, rate_interval  # noqa: E402
+from rlrun.storage import bounded  # noqa: E402
 
 PRESETS = {
     "default": ([], 100_000),
@@ -118,22 +120,22 @@ def run_process(name: str, first: int, seeds: int, out: Path) -> tuple[dict, flo
         # The composed configs, not the overrides, must match: a preset's files may have changed since.
         cmd = [sys.executable, "-m", "rlrun.train", *overrides, "--cfg", "job"]
         now = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        if not same_config(yaml.safe_load(saved.read_text()), yaml.safe_load(now)):
+        if not same_config(bounded.load_yaml(saved), yaml.safe_load(now)):
             raise SystemExit(f"{out} holds a run of another config than {name}'s: choose another --keep folder")
-        summary = json.loads((out / "summary.json").read_text())
+        summary = read_summary(out, agents=True)
         print(f"{name}: reusing the run in {out}", file=sys.stderr, flush=True)
         return summary, max(a["wall_time_s"] for a in summary["agents"].values())
     start = time.perf_counter()
     if (out / "checkpoint.pt").exists():  # an interrupted run of this variant: continue it where it stopped
         print(f"{name}: python -m rlrun.resume {out}", file=sys.stderr, flush=True)
         subprocess.run([sys.executable, "-m", "rlrun.resume", str(out)], check=True, capture_output=True)
-        summary = json.loads((out / "summary.json").read_text())
+        summary = read_summary(out, agents=True)
         return summary, max(a["wall_time_s"] for a in summary["agents"].values())
     else:
         print(f"{name}: python -m rlrun.train {shlex.join(overrides)}", file=sys.stderr, flush=True)
         subprocess.run([sys.executable, "-m", "rlrun.train", *overrides, f"hydra.run.dir={out}"], check=True,
                        capture_output=True)  # fmt: skip
-    return json.loads((out / "summary.json").read_text()), time.perf_counter() - start
+    return read_summary(out, agents=True), time.perf_counter() - start
 
 
 def run_preset(name: str, first: int, seeds: int, root: Path, per_process: int | None) -> tuple[dict, float]:
@@ -166,17 +168,31 @@ def solve_steps(summary: dict) -> dict[int, int | None]:
 
 def first_eval_at(agent_dir: Path, threshold: float) -> int | None:
     """The first step at which the greedy evaluation reached `threshold` (scalars.csv: env_step,tag,value)."""
-    with open(agent_dir / "scalars.csv") as f:
-        for row in csv.DictReader(f):
-            if row["tag"] == "eval/mean_return" and float(row["value"]) >= threshold:
-                return int(row["env_step"])
+    for n, row in scalars(agent_dir):
+        if row.get("tag") == "eval/mean_return" and number(row.get("value"), float, f"{n}: value") >= threshold:
+            return number(row.get("env_step"), int, f"{n}: env_step")
     return None
+
+
+def scalars(agent_dir: Path) -> Iterator[tuple[str, dict]]:
+    """The rows of the agent's scalars.csv (env_step,tag,value), read within bounds, each with its place
+    (`<file> row <n>`) for a message."""
+    path = agent_dir / "scalars.csv"
+    with bounded.open_regular(path, bounded.TABLE_LIMIT) as raw, io.TextIOWrapper(raw, "utf-8") as f:
+        try:
+            for n, row in enumerate(csv.DictReader(f), start=1):
+                yield f"{path} row {n}", row
+        except UnicodeDecodeError:
+            raise Refused(f"{path} is not UTF-8 text") from None
 
 
 def late_misses(agent_dir: Path, threshold: float, last: int = 100) -> int:
     """How many of the agent's last `last` training episodes returned less than `threshold`."""
-    with open(agent_dir / "scalars.csv") as f:
-        returns = [float(r["value"]) for r in csv.DictReader(f) if r["tag"] == "charts/episodic_return"]
+    returns = [
+        number(r.get("value"), float, f"{n}: value")
+        for n, r in scalars(agent_dir)
+        if r.get("tag") == "charts/episodic_return"
+    ]
     return sum(r < threshold for r in returns[-last:])
 
 
@@ -307,4 +323,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    refusing(main)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import datetime
 import io
-import json
+import math
 import os
 import platform
 import shlex
@@ -64,6 +64,38 @@ def run_processes(cmds: Sequence[Sequence[str]], cwd: Path | None = None, env: d
     return Run(wall, rss, cpu=cpu)
 
 
+class Refused(ValueError):
+    """A run file that a benchmark does not read (crafted or damaged): the message names it and says why."""
+
+
+def read_summary(run_dir: Path, agents: bool = False) -> dict:
+    """`run_dir`/summary.json read within bounds (rlrun.storage.bounded, as rlrun reads it): a JSON object,
+    with `agents` an object of objects where asked (a batched run's); else Refused or FileRefused."""
+    from rlrun.storage import bounded
+
+    path = Path(run_dir) / "summary.json"
+    summary = bounded.load_json(path)
+    if not isinstance(summary, dict):
+        raise Refused(f"{path} holds a {type(summary).__name__}, not a JSON object")
+    if agents and not (
+        isinstance(summary.get("agents"), dict) and all(isinstance(a, dict) for a in summary["agents"].values())
+    ):
+        raise Refused(f"{path} has no agents (an object of each agent's summary): not a batched run's summary")
+    return summary
+
+
+def refusing(main: Callable[[], None]) -> None:
+    """A script's `main`, where a run file it refuses (Refused, bounded.FileRefused: a FIFO, a file beyond the
+    bounds, a config linked to /dev/zero, a value that is no number) ends it in one line naming the file, exit 2."""
+    from rlrun.storage import bounded
+
+    try:
+        main()
+    except (Refused, bounded.FileRefused) as e:
+        print(f"{Path(sys.argv[0]).name}: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def merged(defaults: Sequence[str], overrides: Sequence[str]) -> list[str]:
     """`defaults` with `overrides` in place of those that set the same key, then the other `overrides`: the
     command line names each key once (Hydra would let the later one win)."""
@@ -82,9 +114,8 @@ def train_run(
     """One `python -m rlrun.train` process into a temporary run dir, with the summary.json it wrote."""
     with tempfile.TemporaryDirectory() as out:
         run = run_processes([[*prefix, *train_cmd(overrides, out)]], cwd=cwd, env=env)
-        summary = Path(out, "summary.json")
-        if summary.exists():
-            run.summary = json.loads(summary.read_text())
+        if Path(out, "summary.json").exists():
+            run.summary = read_summary(Path(out))
     return run
 
 
@@ -174,12 +205,26 @@ def moving_means(episodes_csv: Path, window: int = 100) -> tuple[list[int], list
     from rlrun.storage import bounded
 
     steps, returns = [], []
-    with bounded.open_regular(episodes_csv, bounded.TABLE_LIMIT) as raw, io.TextIOWrapper(raw) as f:
-        for row in csv.DictReader(f):
-            steps.append(int(row["env_step"]))
-            returns.append(float(row["return"]))
+    with bounded.open_regular(episodes_csv, bounded.TABLE_LIMIT) as raw, io.TextIOWrapper(raw, "utf-8") as f:
+        try:
+            for n, row in enumerate(csv.DictReader(f), start=1):
+                steps.append(number(row.get("env_step"), int, f"{episodes_csv} row {n}: env_step"))
+                returns.append(number(row.get("return"), float, f"{episodes_csv} row {n}: return"))
+        except UnicodeDecodeError:
+            raise Refused(f"{episodes_csv} is not UTF-8 text") from None
     means, total = [], 0.0
     for i, r in enumerate(returns):
         total += r - (returns[i - window] if i >= window else 0.0)
         means.append(total / min(i + 1, window))
     return steps, means
+
+
+def number(text: Any, kind: type, what: str) -> Any:
+    """`text` (a CSV field) as a finite `kind` (int or float), or Refused naming `what`."""
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or not math.isfinite(value):
+        raise Refused(f"{what} {text!r} is not a finite number")
+    return value

@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 from benchlib import atari  # noqa: E402
@@ -228,3 +230,90 @@ def test_minatar_bench_refuses_a_fifo_in_a_run_instead_of_waiting_on_it(tmp_path
     os.mkfifo(agent / "episodes.csv")
     with pytest.raises(FileRefused, match="not a regular file"):
         minatar_bench.normalised_scores(tmp_path, 1_000_000)
+
+
+def crafted_minatar_root(tmp_path, craft: str) -> Path:
+    """A runs folder of `minatar_bench` holding one crafted agent."""
+    import os
+
+    agent = tmp_path / "x__Breakout__seeds2" / "seed=0"
+    agent.mkdir(parents=True)
+    episodes = agent / "episodes.csv"
+    if craft == "fifo":
+        os.mkfifo(episodes)
+    elif craft == "sparse":
+        with open(episodes, "wb") as f:
+            f.truncate(3 * 2**30)  # 3 GiB of nothing on disk
+    elif craft == "not a number":
+        episodes.write_text("env_step,episode,return,length\n5,1,3,5\n10,2,abc,5\n")
+    elif craft == "inf":
+        episodes.write_text("env_step,episode,return,length\n5,1,inf,5\n")
+    elif craft == "unknown game":
+        episodes.write_text("env_step,episode,return,length\n5,1,3,5\n")
+        (tmp_path / "x__Breakout__seeds2").rename(tmp_path / "x__Nonesuch__seeds2")
+    elif craft == "config to /dev/zero":  # a single run: its seed is read from its config
+        run = agent.parent
+        agent.rmdir()
+        (run / "episodes.csv").write_text("env_step,episode,return,length\n5,1,3,5\n")
+        (run / ".hydra").mkdir()
+        (run / ".hydra" / "config.yaml").symlink_to("/dev/zero")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "craft, says",
+    [
+        ("fifo", "episodes.csv is a FIFO, not a regular file"),
+        ("sparse", "episodes.csv is larger than"),
+        ("not a number", "episodes.csv row 2: return 'abc' is not a finite number"),
+        ("inf", "episodes.csv row 1: return 'inf' is not a finite number"),
+        ("unknown game", "x__Nonesuch__seeds2: game 'Nonesuch' in its name is not one of Asterix"),
+        ("config to /dev/zero", "config.yaml is a device, not a regular file"),
+    ],
+)
+@pytest.mark.parametrize("command", ["plot", "aggregate"])
+def test_minatar_bench_refuses_a_crafted_run_in_one_line(tmp_path, monkeypatch, capsys, craft, says, command):
+    """Before: FileRefused, ValueError or KeyError tracebacks."""
+    import minatar_bench
+
+    root = crafted_minatar_root(tmp_path, craft)
+    monkeypatch.setattr(sys, "argv", ["minatar_bench.py", command, "--root", str(root)])
+    with pytest.raises(SystemExit) as stop:
+        minatar_bench.main()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and says in err and err.startswith("minatar_bench.py: "), err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_the_bench_scripts_read_summary_json_within_bounds(tmp_path, monkeypatch, capsys):
+    """preset_seeds.py, pbt_bench.py and benchlib.common read summary.json as rlrun does: a FIFO there is
+    refused at once (an unbounded read would block), a summary without agents named, each in one line."""
+    import os
+
+    import pbt_bench
+    import preset_seeds
+    from benchlib import common
+
+    from rlrun.storage.bounded import FileRefused
+
+    os.mkfifo(tmp_path / "summary.json")
+    with pytest.raises(FileRefused, match="not a regular file"):
+        pbt_bench.run([], tmp_path)  # a finished run is reused: its summary read
+    (tmp_path / "summary.json").unlink()
+    (tmp_path / "summary.json").write_text('{"status": "finished"}')
+    with pytest.raises(common.Refused, match="has no agents"):
+        common.read_summary(tmp_path, agents=True)
+    assert common.read_summary(tmp_path) == {"status": "finished"}
+    monkeypatch.setattr(sys, "argv", ["preset_seeds.py"])
+
+    def refused():
+        raise common.Refused(f"{tmp_path / 'summary.json'} has no agents")
+
+    with pytest.raises(SystemExit) as stop:
+        common.refusing(refused)
+    assert (
+        stop.value.code == 2 and capsys.readouterr().err == f"preset_seeds.py: {tmp_path}/summary.json has no agents\n"
+    )
+    (tmp_path / "scalars.csv").write_text("env_step,tag,value\n5,eval/mean_return,xyz\n")
+    with pytest.raises(common.Refused, match=r"scalars\.csv row 1: value 'xyz' is not a finite number"):
+        preset_seeds.first_eval_at(tmp_path, 475.0)
