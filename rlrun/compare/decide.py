@@ -111,7 +111,10 @@ def verdict(last: Look, metric: str, threshold: float | None, rounds: int, budge
             what += f", {better_chance(metric)} = {last.improvement[0]:.2f}"
     evidence = test_name(metric, last) + f" p = {last.p:.3g}"
     if metric != "solved" or last.round == 0:
-        evidence += f" (level {last.level:.3g}{' at this look' if last.round and metric != 'solved' else ''})"
+        at = " at this look" if last.round and metric != "solved" else ""
+        # undecided with an interval that may exclude 0: the line itself says which of the two decides
+        why = "; the test decides, the interval only describes" if metric != "solved" and not last.decided else ""
+        evidence += f" (level {last.level:.3g}{at}{why})"
     where = f"{last.seeds} paired seeds" + (f", {rounds} round{'s' if rounds != 1 else ''}" if rounds else "")
     return f"{head}: {what}; {evidence}; {where}"
 

@@ -330,7 +330,7 @@ def test_a_number_that_cannot_be_a_score_is_left_out_and_listed(tmp_path, field,
     metric = "steps" if field == "solved_step" else "final"
     proc = in_process("rlrun.compare.cli", "A=A", "B=B", f"metric={metric}", "dir=out", cwd=tmp_path, rc=0)
     assert proc.stdout.startswith("undecided after 3 paired seeds"), proc.stdout
-    assert "p = 0.25 (level 0.05)" in proc.stdout  # 2 / 2^3: every seed one way, yet too few to decide
+    assert "p = 0.25 (level 0.05; the test decides" in proc.stdout  # 2 / 2^3: every seed one way, too few
     assert f"left out 1 run (compare.md lists it): {Path('A', 'seed=0')}: summary.json: {why}" in proc.stderr
     assert why in (tmp_path / "out" / "compare.md").read_text()
 
@@ -395,3 +395,17 @@ def test_a_verdict_that_stdout_cannot_take_is_exit_4_with_one_line(tmp_path, mon
         f"{tmp_path / 'out' / 'compare.md'}\n"  # fmt: skip
     monkeypatch.setattr("sys.stdout", io.StringIO())  # a captured stream takes it
     run.answer("B better than A: ...", None)
+
+
+def test_an_undecided_line_says_the_test_decides_when_its_interval_excludes_zero():
+    """Issue 66 item 15: `undecided ... difference B - A -3.5 [-7.9, -0.2] ... sign-flip p = 0.0938 (level
+    0.0444 at this look)` read as a contradiction; the line now says which decides."""
+    import pandas as pd
+
+    both = pd.DataFrame({"a_final": [10.0, 12.0, 11.0, 13.0, 10.0, 12.0], "b_final": [6.0, 8.0, 9.0, 7.0, 9.0, 6.5]})
+    lk = decide.look(both, "final", 0.05, 0.0044, 2, [])
+    line = decide.verdict(lk, "final", None, 2, 40)
+    assert not lk.decided and lk.interval[1] < 0, line  # the interval excludes 0, the test does not decide
+    assert "(level 0.0044 at this look; the test decides, the interval only describes)" in line, line
+    decided = decide.verdict(decide.look(both, "final", 0.5, None, 0, []), "final", None, 0, None)
+    assert "the test decides" not in decided and "(level 0.5)" in decided
