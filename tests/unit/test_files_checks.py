@@ -108,8 +108,8 @@ def test_the_report_names_damaged_jobs_and_jobs_left_out_of_the_iqm(tmp_path):
 
     proc = in_process("rlrun.report", sweep, rc=0)
 
-    warnings = proc.stderr.strip().splitlines()
-    assert len(warnings) == 2, proc.stderr
+    *warnings, written = proc.stderr.strip().splitlines()
+    assert len(warnings) == 2 and written == f"rlrun.report: written into {sweep}", proc.stderr
     assert f"damaged job {not_json}: summary.json is not JSON" in warnings[0]
     assert f"damaged job {not_yaml}: config.yaml is not YAML" in warnings[1]
     text = (sweep / "report.md").read_text()
