@@ -52,7 +52,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
     what the config's `objective` names (rlrun.storage.summary.objective)."""
     # the run's machinery (torch, envs) only once a job runs, not for errors and --help
     from rlrun.config import saved
-    from rlrun.resume import check_unfinished, load_checkpoint
+    from rlrun.resume import check_unfinished, continued_job, load_checkpoint
     from rlrun.run import train
 
     hydra_cfg = HydraConfig.get()
@@ -68,6 +68,8 @@ def hydra_main(cfg: DictConfig) -> float | None:
             return train(resumed, run_dir, state)
         return train(cfg, out_dir)
 
+    if sweep_job is not None:  # a job of a sweep `python -m rlrun.resume <sweep dir>` continues
+        job = continued_job(job, out_dir)
     return objective(run_job(job, out_dir, sweep_job), cfg.objective)
 
 

@@ -23,7 +23,10 @@ if __name__ == "__main__":  # a signal during the imports below gets one line to
     signals.stop_on_signal()
 
 import logging
+import os
+import shutil
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -184,7 +187,8 @@ def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
 def continue_sweep(sweep_dir: Path, overrides: list[str]) -> None:
     """Continue the sweep in `sweep_dir` (rlrun.sweeps.continuation): its finished jobs kept, its stopped ones
     resumed, the ones never started run; then its report, as the sweep command ends."""
-    from rlrun import cli
+    import runpy
+
     from rlrun.sweeps import batching, continuation
     from rlrun.training import signals
 
@@ -194,8 +198,39 @@ def continue_sweep(sweep_dir: Path, overrides: list[str]) -> None:
         fail(EXIT_CONFIG, str(e))
     batching.continuing = sweep_dir.absolute()  # its own directory: not refused as a non-empty one
     signals.sweep_dir = sweep_dir
-    sys.argv[1:] = argv
-    cli.main()
+    sys.argv[1:] = [*argv, f"hydra.sweep.dir={preflight.hydra_quote(str(sweep_dir))}"]
+    runpy.run_module("rlrun.train", run_name="__main__", alter_sys=True)  # the sweep's own command, then exit
+
+
+def continued_job(job: Callable[[], dict[str, Any]], out_dir: Path) -> Callable[[], dict[str, Any]]:
+    """A job of a sweep as `python -m rlrun.resume <sweep dir>` continues it (rlrun.sweeps.continuation; in
+    another sweep, `job`): its summary kept (a finished or failed job is not rerun), its checkpoint resumed,
+    or `job` run from an emptied directory."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from rlrun.sweeps.continuation import MARKER
+
+    if not os.environ.get(MARKER):
+        return job
+    hydra = HydraConfig.get()
+    record = out_dir / str(hydra.output_subdir) if hydra.output_subdir is not None else None  # resume_<time>
+    if (out_dir / run_summary.FILE).exists():
+        if record is not None:
+            shutil.rmtree(record, ignore_errors=True)
+        logging.getLogger(__name__).info("rlrun: %s has its summary: kept, not rerun", out_dir)
+        return lambda: dict(run_summary.read(out_dir))
+    if any((out_dir / name).exists() for name in (ckpt.LATEST, ckpt.PREVIOUS)):
+        given = [str(o).partition("=")[2] for o in hydra.overrides.task if str(o).startswith("env.id=")]
+        # Hydra's record is .hydra/resume_<time>/; a `module:` env id is the one the command line repeated
+        return lambda: resume_in_place(out_dir, [], record=False, env_id=given[-1] if given else None)
+    for p in list(out_dir.iterdir()) if out_dir.is_dir() else []:  # what a start before any checkpoint left
+        if p.name not in (rundir.LOCK_NAME, ".hydra"):
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    if record is not None and record.is_dir():  # the job starts now: its record is its .hydra/
+        for f in record.iterdir():
+            os.replace(f, out_dir / ".hydra" / f.name)
+        shutil.rmtree(record, ignore_errors=True)
+    return job
 
 
 def main(argv: list[str] | None = None) -> None:

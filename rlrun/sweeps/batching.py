@@ -190,10 +190,9 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
             else:
                 run.train_group(batched_config(configs, dirs, where), where)
     except Preempted as e:
-        from rlrun.sweeps.continuation import continue_command
-
-        print(
-            f"rlrun: stopped by {e}; checkpoint saved in {where}. Continue the sweep with: {continue_command(top)}",
+        print(  # the sweep's resume continues it (rlrun.sweeps.continuation)
+            f"rlrun: stopped by {e}; checkpoint saved in {where}. Continue the sweep with: "
+            f"{rundir.resume_command(top)}",
             file=sys.stderr,
         )
         return [PREEMPTED] * len(configs)

@@ -12,7 +12,8 @@ its groups (`hydra.launcher.resume=true`).
 Hydra writes each job's `.hydra/` before the job runs; during a continuation it writes it into
 `.hydra/resume_<time>/` instead (`hydra.output_subdir`), so a finished job's files stay as they were: the
 record is removed from a kept job, stays in a resumed job (as `rlrun.resume` leaves one) and becomes the
-`.hydra/` of a job that starts now.
+`.hydra/` of a job that starts now (`rlrun.resume.continued_job`, which the task function applies where
+`MARKER` is set).
 
 `planned_jobs` recomputes the job directories of such a sweep for the report (Hydra's override parser, the
 basic sweeper's cartesian product, rlrun's job names), so a job that never started is counted too.
@@ -21,18 +22,12 @@ basic sweeper's cartesian product, rlrun's job names), so a job that never start
 from __future__ import annotations
 
 import itertools
-import logging
-import os
-import shutil
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from rlrun.errors import ConfigError
-from rlrun.storage import bounded, rundir, summary as run_summary
-
-log = logging.getLogger(__name__)
+from rlrun.storage import bounded, rundir
 
 MULTIRUN = "multirun.yaml"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # compared as a name, never imported
@@ -58,7 +53,7 @@ def is_sweep(path: Path) -> bool:
 
 
 def continue_command(sweep_dir: Path) -> str:
-    return f"python -m rlrun.resume {rundir.shell_quote(Path(sweep_dir))}"
+    return rundir.resume_command(Path(sweep_dir))
 
 
 def _saved(sweep_dir: Path) -> dict[str, Any]:
@@ -79,8 +74,9 @@ def _key(override: str) -> str:
 
 
 def continue_argv(sweep_dir: Path, overrides: list[str]) -> list[str]:
-    """The command line (for `python -m rlrun.train`) that continues the sweep in `sweep_dir`. `overrides`
-    may only repeat the saved `env.id` (a `module:` id is imported only when the command line names it)."""
+    """The command line (for `python -m rlrun.train`, less `hydra.sweep.dir`) that continues the sweep in
+    `sweep_dir`. `overrides` may only repeat the saved `env.id` (a `module:` id is imported only when the
+    command line names it)."""
     sweep_dir = Path(sweep_dir)
     hydra = _saved(sweep_dir)
     sweeper = str((hydra.get("sweeper") or {}).get("_target_"))
@@ -122,9 +118,6 @@ def continue_argv(sweep_dir: Path, overrides: list[str]) -> list[str]:
     for source in (hydra.get("runtime") or {}).get("config_sources") or []:
         if isinstance(source, dict) and source.get("provider") == "command-line":
             argv += ["--config-dir", str(source.get("path"))]
-    from rlrun.config.preflight import hydra_quote  # the command line's quoting of a path
-
-    argv.append(f"hydra.sweep.dir={hydra_quote(str(sweep_dir))}")
     launcher = str((hydra.get("launcher") or {}).get("_target_"))
     if launcher == BATCHED_LAUNCHER:  # its groups: skipped when finished, continued from their checkpoints
         argv.append("hydra.launcher.resume=true")
@@ -132,47 +125,6 @@ def continue_argv(sweep_dir: Path, overrides: list[str]) -> list[str]:
         record = datetime.now().strftime(".hydra/resume_%Y-%m-%d_%H-%M-%S-%f")
         argv += [f"hydra.output_subdir={record}", f"+hydra.job.env_set.{MARKER}=1"]
     return argv
-
-
-def _record(out_dir: Path) -> Path | None:
-    """The `.hydra/resume_<time>/` Hydra wrote for this job of a continuation."""
-    from hydra.core.hydra_config import HydraConfig
-
-    subdir = HydraConfig.get().output_subdir
-    return Path(out_dir) / str(subdir) if subdir is not None else None
-
-
-def continued(job: Callable[[], dict[str, Any]], out_dir: Path) -> Callable[[], dict[str, Any]]:
-    """This job of a continued sweep as it goes on from what its directory holds: its summary kept (a
-    finished or failed job is not rerun), its checkpoint resumed, or `job` run from an emptied directory."""
-    out_dir = Path(out_dir)
-    record = _record(out_dir)
-    if (out_dir / run_summary.FILE).exists():
-        if record is not None:
-            shutil.rmtree(record, ignore_errors=True)
-        log.info("rlrun: %s has its summary: kept, not rerun", out_dir)
-        return lambda: dict(run_summary.read(out_dir))
-    if any((out_dir / name).exists() for name in ("checkpoint.pt", "checkpoint.prev.pt")):
-
-        def resumed() -> dict[str, Any]:
-            from hydra.core.hydra_config import HydraConfig
-
-            from rlrun.resume import resume_in_place
-
-            given = [str(o).partition("=")[2] for o in HydraConfig.get().overrides.task if _key(str(o)) == "env.id"]
-            # Hydra's record is .hydra/resume_<time>/; a `module:` env id is the one the command line repeated
-            return resume_in_place(out_dir, [], record=False, env_id=given[-1] if given else None)
-
-        return resumed
-    hydra_dir = out_dir / ".hydra"
-    for p in list(out_dir.iterdir()) if out_dir.is_dir() else []:  # what a start before any checkpoint left
-        if p.name not in (rundir.LOCK_NAME, ".hydra"):
-            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-    if record is not None and record.is_dir():  # the job starts now: its record is its .hydra/
-        for f in record.iterdir():
-            os.replace(f, hydra_dir / f.name)
-        shutil.rmtree(record, ignore_errors=True)
-    return job
 
 
 def planned_jobs(sweep_dir: Path) -> list[Path] | None:

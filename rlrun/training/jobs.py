@@ -143,7 +143,7 @@ def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: int | N
     from rlrun.training.loop import Preempted
 
     if sweep_job is not None:
-        job = _as_sweep_job(job, out_dir)
+        _know_sweep_dir()
     try:
         summary = job()
         if sweep_job is None:
@@ -179,16 +179,11 @@ def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: int | N
         return None
 
 
-def _as_sweep_job(job: Callable[[], dict[str, Any]], out_dir: Path) -> Callable[[], dict[str, Any]]:
-    """A sweep's job: a stop names the sweep's continue command; in a continued sweep
-    (rlrun.sweeps.continuation), the job goes on from what its directory holds."""
+def _know_sweep_dir() -> None:
+    """A sweep's job: a stop names the sweep's continue command (also in a launcher's worker process)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from rlrun.sweeps import continuation
     from rlrun.training import signals
 
     if HydraConfig.initialized():
         signals.sweep_dir = Path(str(HydraConfig.get().sweep.dir))
-    if os.environ.get(continuation.MARKER):
-        return continuation.continued(job, out_dir)
-    return job
