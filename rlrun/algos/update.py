@@ -39,6 +39,13 @@ def clip_threshold(max_grad_norm: Any) -> Any:
     return math.inf if max_grad_norm is None else float(max_grad_norm)
 
 
+def buffer_pairs(target: nn.Module, online: nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The (target, online) buffers that a target sync copies: the persistent ones (noise, which each net
+    samples for itself, is not)."""
+    persistent = online.state_dict().keys()
+    return [(t, o) for (name, t), (_, o) in zip(target.named_buffers(), online.named_buffers()) if name in persistent]
+
+
 class UpdateStep:
     def __init__(
         self,
@@ -92,16 +99,7 @@ class UpdateStep:
         # The optimizer's step compiled (torch.compile, on first use): torch's RMSprop and SGD have no fused
         # kernel, and their per-tensor loops cost a CPU update of the MinAtar net as much as its backward pass.
         self._optimizer_step = torch.compile(optimizer.step) if compile_optimizer else None
-        persistent = online.state_dict().keys()  # excludes noise, which each net samples for itself
-        self._buffer_pairs = (
-            []
-            if target is None
-            else [
-                (t, o)
-                for (name, t), (_, o) in zip(target.named_buffers(), online.named_buffers())
-                if name in persistent
-            ]
-        )
+        self._buffer_pairs = [] if target is None else buffer_pairs(target, online)
 
     def _setup_acceleration(self, amp: str, compile: bool, compile_mode: str) -> None:
         """AMP autocast (+ GradScaler for fp16) and torch.compile of the loss computation. Each falls back
@@ -145,6 +143,29 @@ class UpdateStep:
     def update(self, batch: Batch) -> dict[str, torch.Tensor] | None:
         """One gradient step. Returns detached tensors only: reading them is the caller's sync point.
         Returns None when a non-finite update was skipped."""
+        agent_loss, loss, q, priority = self._forward(batch)
+        grad_norm, host_total = self._backward(loss, agent_loss)
+        if self.on_nonfinite != "off" and self.graph_mode:  # no sync: rlrun.training.graphs reads the flag at log time
+            total = (agent_loss.detach() if self._scaler else agent_loss.detach() + grad_norm).sum()
+            assert self.nonfinite_flag is not None
+            self.nonfinite_flag.logical_or_(~torch.isfinite(total))
+        elif self.on_nonfinite != "off":  # checked before the step, so the parameters are still good
+            if self._check_finite(agent_loss, q, grad_norm, host_total):
+                return None
+            if self.failed is not None:
+                priority = self._freeze_failed(priority)
+        self._step()
+        q_var, q_mean = torch.var_mean(q.detach(), dim=-1, unbiased=False)
+        return {
+            "td_loss": agent_loss.detach(),
+            "q_mean": q_mean,
+            "q_var": q_var,
+            "grad_norm": grad_norm,
+            "priority": priority,
+        }
+
+    def _forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
+        """Each agent's mean (weighted) loss, the loss to differentiate, Q(s, a) and the PER priorities (or None)."""
         if self.noisy:  # fresh, independent noise for the online and target nets at every update
             self.online.reset_noise(self.noise_generator)
             if self.target is not None:
@@ -159,7 +180,11 @@ class UpdateStep:
             # that of its own mean loss. A single agent's (B,) gives the plain mean.
             agent_loss = weighted.mean(dim=-1)
             loss = agent_loss if self.agents is None else agent_loss.sum()
+        return agent_loss, loss, q, priority
 
+    def _backward(self, loss: torch.Tensor, agent_loss: torch.Tensor) -> tuple[torch.Tensor, float | None]:
+        """The gradients, clipped: their norm (one, or (K,) per agent), and on the CPU the loss + gradient
+        norm read as a float (reading is free there; None elsewhere)."""
         self.optimizer.zero_grad(set_to_none=True)
         scaler = self._scaler
         if scaler is not None:  # fp16: scale the loss; unscale before clipping so the norm is the real one
@@ -167,57 +192,64 @@ class UpdateStep:
             scaler.unscale_(self.optimizer)
         else:
             loss.backward()
-        host_total = None  # on the CPU, the loss + gradient norm read as floats (reading is free there)
+        if self.agents is not None:
+            skip_unclipped = self._cpu and not self.graph_mode
+            return clip_grad_norm_per_agent(
+                self._online_params, self.max_grad_norm, skip_unclipped=skip_unclipped
+            ), None
+        host_total = None
+        grads = [p.grad for p in self._online_params if p.grad is not None]
+        grad_norm = nn.utils.get_total_norm(grads)
+        # clip_grad_norm_'s scaling, min(1, max_norm / (norm + 1e-6)), is a no-op below the threshold:
+        # on the CPU it is skipped then; on a GPU it always runs, sync-free.
+        clip = True
+        if self._cpu and not self.graph_mode:
+            norm = grad_norm.item()
+            host_total = agent_loss.item() + (0.0 if scaler else norm)
+            clip = norm + 1e-6 > self.max_grad_norm
+        if clip:
+            nn.utils.clip_grads_with_norm_(self._online_params, self.max_grad_norm, grad_norm)
+        return grad_norm, host_total
+
+    def _check_finite(
+        self, agent_loss: torch.Tensor, q: torch.Tensor, grad_norm: torch.Tensor, host_total: float | None
+    ) -> bool:
+        """The non-finite policy: raise (stop), stop the stacked agents concerned, or skip the update (True)."""
+        scaler = self._scaler
+        # One sum covers all three: the losses and norms are >= 0, and a non-finite Q-value makes its
+        # loss non-finite. With fp16, an overflowing gradient is the GradScaler's business.
+        if host_total is None:  # a host-device sync per update; algo.on_nonfinite=off removes it
+            host_total = (agent_loss.detach() if scaler else agent_loss.detach() + grad_norm).sum().item()
+        if math.isfinite(host_total):
+            return False
+        values = torch.stack([agent_loss.detach(), q.detach().mean(dim=-1)] + ([] if scaler else [grad_norm]))
+        finite = torch.isfinite(values).reshape(len(values), -1).all(dim=1)
+        bad = [n for n, ok in zip(("td_loss", "q_mean", "grad_norm"), finite.tolist()) if not ok]
+        if self.on_nonfinite == "skip":
+            self.optimizer.zero_grad(set_to_none=True)
+            self.skipped += 1
+            return True
         if self.agents is None:
-            grads = [p.grad for p in self._online_params if p.grad is not None]
-            grad_norm = nn.utils.get_total_norm(grads)
-            # clip_grad_norm_'s scaling, min(1, max_norm / (norm + 1e-6)), is a no-op below the threshold:
-            # on the CPU it is skipped then; on a GPU it always runs, sync-free.
-            clip = True
-            if self._cpu and not self.graph_mode:
-                norm = grad_norm.item()
-                host_total = agent_loss.item() + (0.0 if scaler else norm)
-                clip = norm + 1e-6 > self.max_grad_norm
-            if clip:
-                nn.utils.clip_grads_with_norm_(self._online_params, self.max_grad_norm, grad_norm)
-        else:
-            grad_norm = clip_grad_norm_per_agent(
-                self._online_params, self.max_grad_norm, skip_unclipped=self._cpu and not self.graph_mode
-            )
-        if self.on_nonfinite != "off" and self.graph_mode:  # no sync: rlrun.training.graphs reads the flag at log time
-            total = (agent_loss.detach() if scaler else agent_loss.detach() + grad_norm).sum()
-            assert self.nonfinite_flag is not None
-            self.nonfinite_flag.logical_or_(~torch.isfinite(total))
-        elif self.on_nonfinite != "off":  # checked before the step, so the parameters are still good
-            # One sum covers all three: the losses and norms are >= 0, and a non-finite Q-value makes its
-            # loss non-finite. With fp16, an overflowing gradient is the GradScaler's business.
-            if host_total is None:  # a host-device sync per update; algo.on_nonfinite=off removes it
-                host_total = (agent_loss.detach() if scaler else agent_loss.detach() + grad_norm).sum().item()
-            if not math.isfinite(host_total):
-                values = torch.stack([agent_loss.detach(), q.detach().mean(dim=-1)] + ([] if scaler else [grad_norm]))
-                finite = torch.isfinite(values).reshape(len(values), -1).all(dim=1)
-                bad = [n for n, ok in zip(("td_loss", "q_mean", "grad_norm"), finite.tolist()) if not ok]
-                if self.on_nonfinite == "skip":
-                    self.optimizer.zero_grad(set_to_none=True)
-                    self.skipped += 1
-                    return None
-                if self.agents is None:
-                    raise NonFiniteError(f"non-finite {', '.join(bad)}")
-                self._stop_agents(torch.isfinite(values).all(dim=0), bad)
-            # Stopped agents get zero gradients (their optimizer's momentum may still move them, unused: their
-            # files were written when they stopped) and finite priorities.
-            if self.failed is not None:
-                for g in self._online_params:
-                    if g.grad is not None:
-                        g.grad.masked_fill_(self.failed.view(-1, *([1] * (g.dim() - 1))), 0.0)
-                if priority is not None:
-                    priority = priority.masked_fill(self.failed.unsqueeze(1), 1.0)
-        if scaler is not None:
-            scaler.step(self.optimizer)
-            scaler.update()
+            raise NonFiniteError(f"non-finite {', '.join(bad)}")
+        self._stop_agents(torch.isfinite(values).all(dim=0), bad)
+        return False
+
+    def _freeze_failed(self, priority: torch.Tensor | None) -> torch.Tensor | None:
+        """Stopped agents get zero gradients (their optimizer's momentum may still move them, unused: their
+        files were written when they stopped) and finite priorities."""
+        assert self.failed is not None
+        for g in self._online_params:
+            if g.grad is not None:
+                g.grad.masked_fill_(self.failed.view(-1, *([1] * (g.dim() - 1))), 0.0)
+        return None if priority is None else priority.masked_fill(self.failed.unsqueeze(1), 1.0)
+
+    def _step(self) -> None:
+        """The optimizer step, then the target sync when one is due."""
+        if self._scaler is not None:
+            self._scaler.step(self.optimizer)
+            self._scaler.update()
         else:
             self._step_optimizer()
-
         if self.graph_mode:  # rlrun.training.graphs counts updates; syncs here only when every update syncs
             if self.target_update_period == 1:
                 self.sync_target()
@@ -225,14 +257,6 @@ class UpdateStep:
             self.updates += 1
             if self.updates % self.target_update_period == 0:
                 self.sync_target()
-        q_var, q_mean = torch.var_mean(q.detach(), dim=-1, unbiased=False)
-        return {
-            "td_loss": agent_loss.detach(),
-            "q_mean": q_mean,
-            "q_var": q_var,
-            "grad_norm": grad_norm,
-            "priority": priority,
-        }
 
     def _step_optimizer(self) -> None:
         if self._optimizer_step is not None and not self.graph_mode:  # a CUDA graph records the eager step
@@ -240,8 +264,11 @@ class UpdateStep:
                 self._optimizer_step()
                 return
             except Exception as e:  # no compiler toolchain, an unsupported op, ...
-                warnings.warn(f"torch.compile of the optimizer step failed ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0][:200]}); continuing without it", stacklevel=2)  # fmt: skip
+                warnings.warn(
+                    f"torch.compile of the optimizer step failed ({type(e).__name__}: "
+                    f"{str(e).splitlines()[0][:200]}); continuing without it",
+                    stacklevel=2,
+                )
                 self._optimizer_step = None
         self.optimizer.step()
 

@@ -171,62 +171,87 @@ def make_atari_env(
     fire = fire_setting(fire_reset)
     sticky = {} if repeat_action_probability is None else {"repeat_action_probability": repeat_action_probability}
     if backend == "vector":
-        # the atari extra: only for ALE games
-        from ale_py.vector_env import AtariVectorEnv
-
-        ale = ale_settings(env_id)
-        emulators = AtariVectorEnv(
-            ale["game"],
-            num_envs,
-            num_threads=threads or emulator_threads(num_envs),
-            autoreset_mode=AutoresetMode.SAME_STEP,
-            max_num_frames_per_episode=ale.get("max_num_frames_per_episode") or 108_000,
-            repeat_action_probability={**ale, **sticky}.get("repeat_action_probability", 0.25),
-            full_action_space=ale.get("full_action_space", False),
-            img_height=screen_size,
-            img_width=screen_size,
-            stack_num=1,  # AtariEpisodes stacks, restarting stacks at life losses too
-            frameskip=frame_skip,
-            maxpool=frame_skip > 1,
-            noop_max=noop_max + 1,  # ale-py draws 0..noop_max-1 no-ops; gymnasium's 1..noop_max
-            use_fire_reset=False,
-            reward_clipping=False,  # env.clip_reward clips for learning, outside the episode statistics
-        )
-        actions = [a.name for a in emulators.ale.get_action_set()]
-        env: gym.vector.VectorEnv = SeedList(emulators)
+        env, actions = ale_vector_env(env_id, num_envs, noop_max, frame_skip, screen_size, threads, sticky)
     elif backend == "gymnasium":
-        # the atari extra: only for ALE games
-        import ale_py
-
-        # Atari's preprocessing: only for ALE games
-        from gymnasium.wrappers import AtariPreprocessing
-
-        gym.register_envs(ale_py)
-        wrappers: list = [
-            partial(
-                AtariPreprocessing,
-                noop_max=noop_max,
-                frame_skip=frame_skip,
-                screen_size=screen_size,
-                grayscale_obs=True,
-            )
-        ]
-        env = gym.make_vec(
-            env_id,
-            num_envs=num_envs,
-            vectorization_mode="sync" if vectorization == "auto" else vectorization,
-            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-            wrappers=wrappers,
-            frameskip=1,  # AtariPreprocessing skips (and max-pools) instead
-            **sticky,
-        )
-        actions = list(cast(Any, env).call("get_action_meanings")[0])  # sync and async vector envs have `call`
+        env, actions = gymnasium_vector_env(env_id, num_envs, noop_max, frame_skip, screen_size, vectorization, sticky)
     else:
         raise ConfigError("env.atari.backend", backend, "one of " + ", ".join(BACKENDS))
     game = env_spec(env_id).kwargs.get("game")
     on = fire == "true" or (fire == "auto" and game in FIRE_TO_START)
     fire_action = actions.index("FIRE") if on and "FIRE" in actions else None
     return AtariEpisodes(env, frame_stack, train and terminal_on_life_loss, max_episode_steps, fire_action)
+
+
+def ale_vector_env(
+    env_id: str,
+    num_envs: int,
+    noop_max: int,
+    frame_skip: int,
+    screen_size: int,
+    threads: int | None,
+    sticky: dict[str, float],
+) -> tuple[gym.vector.VectorEnv, list[str]]:
+    """ale-py's own vector env (backend=vector) and its action names."""
+    # the atari extra: only for ALE games
+    from ale_py.vector_env import AtariVectorEnv
+
+    ale = ale_settings(env_id)
+    emulators = AtariVectorEnv(
+        ale["game"],
+        num_envs,
+        num_threads=threads or emulator_threads(num_envs),
+        autoreset_mode=AutoresetMode.SAME_STEP,
+        max_num_frames_per_episode=ale.get("max_num_frames_per_episode") or 108_000,
+        repeat_action_probability={**ale, **sticky}.get("repeat_action_probability", 0.25),
+        full_action_space=ale.get("full_action_space", False),
+        img_height=screen_size,
+        img_width=screen_size,
+        stack_num=1,  # AtariEpisodes stacks, restarting stacks at life losses too
+        frameskip=frame_skip,
+        maxpool=frame_skip > 1,
+        noop_max=noop_max + 1,  # ale-py draws 0..noop_max-1 no-ops; gymnasium's 1..noop_max
+        use_fire_reset=False,
+        reward_clipping=False,  # env.clip_reward clips for learning, outside the episode statistics
+    )
+    return SeedList(emulators), [a.name for a in emulators.ale.get_action_set()]
+
+
+def gymnasium_vector_env(
+    env_id: str,
+    num_envs: int,
+    noop_max: int,
+    frame_skip: int,
+    screen_size: int,
+    vectorization: str,
+    sticky: dict[str, float],
+) -> tuple[gym.vector.VectorEnv, list[str]]:
+    """gymnasium's vector env of AtariPreprocessing-wrapped games (backend=gymnasium) and its action names."""
+    # the atari extra: only for ALE games
+    import ale_py
+
+    # Atari's preprocessing: only for ALE games
+    from gymnasium.wrappers import AtariPreprocessing
+
+    gym.register_envs(ale_py)
+    wrappers: list = [
+        partial(
+            AtariPreprocessing,
+            noop_max=noop_max,
+            frame_skip=frame_skip,
+            screen_size=screen_size,
+            grayscale_obs=True,
+        )
+    ]
+    env = gym.make_vec(
+        env_id,
+        num_envs=num_envs,
+        vectorization_mode="sync" if vectorization == "auto" else vectorization,
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+        wrappers=wrappers,
+        frameskip=1,  # AtariPreprocessing skips (and max-pools) instead
+        **sticky,
+    )
+    return env, list(cast(Any, env).call("get_action_meanings")[0])  # sync and async vector envs have `call`
 
 
 def fire_setting(value: str | bool) -> str:

@@ -155,6 +155,15 @@ INITS = {
 }
 
 
+def pixel_encoder(encoder: str, obs_shape: Sequence[int] | None) -> tuple[nn.Module, int]:
+    """The convolutional encoder `encoder` over (C, H, W) observations, and the width of its output."""
+    assert obs_shape is not None and len(obs_shape) == 3, f"{encoder} needs (C, H, W) observations"
+    channels, height, width = obs_shape
+    conv = ENCODERS[encoder](channels)
+    with torch.no_grad():
+        return conv, conv(torch.zeros(1, channels, height, width)).shape[1]
+
+
 class QNetwork(nn.Module):
     """Maps a batch of flat observations to one Q-value per action.
 
@@ -202,11 +211,8 @@ class QNetwork(nn.Module):
         super().__init__()
         hidden_sizes = list(hidden_sizes)
         self.n_actions, self.num_atoms, self.dueling, self.noisy = n_actions, num_atoms, dueling, noisy
-        self.num_quantiles, self.tau_embedding_dim, self.iqn_acting_taus = (
-            num_quantiles,
-            tau_embedding_dim,
-            iqn_acting_taus,
-        )
+        self.num_quantiles, self.tau_embedding_dim = num_quantiles, tau_embedding_dim
+        self.iqn_acting_taus = iqn_acting_taus
         # Head outputs per action: C51's atoms, QR-DQN's quantiles, or 1 (a scalar Q, or IQN's one tau).
         self.outputs_per_action = num_atoms if num_atoms > 1 else max(num_quantiles, 1)
         linear = (lambda i, o: NoisyLinear(i, o, noisy_sigma0)) if noisy else nn.Linear
@@ -217,11 +223,7 @@ class QNetwork(nn.Module):
         # nature_cnn reads uint8 frames (0-255), divided into [0, 1] on the training device; minatar_cnn 0/1 grids.
         self.input_divisor = 255.0 if encoder in FRAME_ENCODERS else None
         if self.pixels:
-            assert obs_shape is not None and len(obs_shape) == 3, f"{encoder} needs (C, H, W) observations"
-            channels, height, width = obs_shape
-            conv = ENCODERS[encoder](channels)
-            with torch.no_grad():
-                in_dim = conv(torch.zeros(1, channels, height, width)).shape[1]
+            conv, in_dim = pixel_encoder(encoder, obs_shape)
             layers.append(conv)
         for size in hidden_sizes:
             self.embed_at, embed_dim = len(layers), in_dim  # IQN: where the last hidden block starts

@@ -139,8 +139,17 @@ def make_optimizer(cfg: DictConfig, network: torch.nn.Module, capturable: bool =
     lrs, ends = agents.values(cfg, "optimizer.lr"), agents.values(cfg, "algo.lr_end_factor")
     split = agents.explored(cfg, "optimizer.lr")  # PBT changes each agent's lr on its own
     tensor_lr = capturable or cfg.device.compile_optimizer
-    return optimizers.make_optimizer(cfg.optimizer._target_, options(cfg.optimizer), network, lrs, ends,
-                                     len(agent_seeds(cfg)), split, capturable, tensor_lr)  # fmt: skip
+    return optimizers.make_optimizer(
+        cfg.optimizer._target_,
+        options(cfg.optimizer),
+        network,
+        lrs,
+        ends,
+        len(agent_seeds(cfg)),
+        split,
+        capturable,
+        tensor_lr,
+    )
 
 
 def make_replay(cfg: DictConfig, seeds: list[int], obs_shape, obs_dtype: torch.dtype, generators, device):

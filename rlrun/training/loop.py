@@ -10,10 +10,12 @@ points where K matters are in `rlrun.training.population`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,11 @@ from rlrun.training.parts import LoopSettings, Parts, group_lrs, set_group_lrs
 from rlrun.training.population import Population
 
 log = logging.getLogger(__name__)
+
+
+def crossed(step: int, interval: int, num_envs: int) -> bool:
+    """Whether the vector step that ended at `step` (num_envs env steps) crossed a multiple of `interval`."""
+    return interval > 0 and step // interval > (step - num_envs) // interval
 
 
 class Preempted(Exception):
@@ -189,107 +196,117 @@ class Trainer:
     def _on_signal(self, signum, frame) -> None:
         self.signal = signum  # acted on between two env steps, where the state is consistent
 
-    def run(self) -> dict[str, Any]:
-        s, parts, population = self.settings, self.parts, self.population
-        envs, learner, buffer, frames = parts.envs, parts.learner, parts.buffer, parts.frames
-        nstep, exploration, actor = self.nstep, self.exploration, self.actor
-        # Hot-loop constants as plain locals.
-        num_envs, total_steps, learning_starts = s.num_envs, s.total_steps, s.learning_starts
-        update_every, phase_updates, batch_size = s.update_every, s.phase_updates, s.batch_size
-        log_interval, eval_interval, ckpt_every = s.log_interval, s.eval_interval, s.checkpoint_every
-        rollout = buffer if s.rollout else None
-        pbt, pbt_interval = self.pbt, self.pbt.interval if self.pbt is not None else 0
-        lines = population.lines  # plain progress lines on their own clock (none where the bar shows)
-
-        def crossed(interval: int) -> bool:
-            return interval > 0 and step // interval > (step - num_envs) // interval
-
-        epsilon_at = s.epsilon
-
-        step, iteration, obs = self.step, self.iteration, self.obs
-        last_log_time, last_log_step = time.perf_counter(), step
-        status = "finished"
-        # Signal handlers can only be installed from the main thread (not, e.g., in threaded sweep trials).
+    @contextlib.contextmanager
+    def _signals_caught(self) -> Iterator[None]:
+        """SIGTERM and SIGINT set `self.signal` while the loop runs (acted on between two env steps); the
+        handlers before are restored after. Only the main thread can install handlers (not, e.g., threaded
+        sweep trials)."""
         main_thread = threading.current_thread() is threading.main_thread()
         previous = (
             {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
         )
         try:
-            if self.pending:
-                self.finish_pending(step)
-                self.stop_if_signalled()
-            if s.stop_on_solve and population.all_solved:  # resumed with stop_on_solve=true, already solved
-                status, total_steps = "solved", step
-            while step < total_steps:
-                explore, actions = exploration.next(epsilon_at(step))  # (K, num_envs): each agent's own stream
-                explore, actions = explore.reshape(-1), actions.reshape(-1)
-                if not explore.all():
-                    actions = np.where(explore, actions, actor.act(obs))
-
-                try:
-                    next_obs, rewards, terminated, truncated, infos = envs.step(actions)
-                except Exception as e:  # the env's own code failed: one line, the last checkpoint kept
-                    raise EnvError(s.config["env"]["id"], "step", e) from e
-                real_next_obs = next_obs_for_storage(next_obs, infos)
-                if rollout is not None:  # PQN
-                    rollout.add(obs, actions, rewards, real_next_obs, terminated, truncated)
-                    ready = None
-                elif frames is None:
-                    ready = nstep.step(obs, actions, rewards, real_next_obs, terminated, truncated)
-                else:  # store frame-index stacks instead of pixels
-                    obs_idx = frames.current.copy()
-                    next_idx = frames.advance(next_obs, real_next_obs, terminated | truncated)
-                    ready = nstep.step(obs_idx, actions, rewards, next_idx, terminated, truncated)
-                if ready is not None:
-                    population.store(buffer, ready, nstep.last_envs)
-                obs = next_obs
-                step += num_envs
-                iteration += 1
-                episodes = finished_episodes(infos)
-                if episodes:
-                    population.episodes_end(step, episodes)
-
-                if step >= learning_starts and iteration % update_every == 0 and len(buffer) >= batch_size:
-                    self.update_phase(step, iteration, obs, phase_updates)
-
-                evaluates = crossed(eval_interval) or (eval_interval and step >= total_steps)
-                if evaluates and not self.evaluate(step):  # before the log: its line shows this evaluation
-                    self.pending.append("eval")
-
-                if crossed(log_interval) or step >= total_steps:
-                    now = time.perf_counter()
-                    sps = (step - last_log_step) / max(now - last_log_time, 1e-9)  # env steps per agent
-                    last_log_time, last_log_step = now, step
-                    log_step(self, step, sps)
-                elif lines is not None and lines.due():  # a long log.interval: the lines still come
-                    population.progress_between_logs(step)
-                if pbt is not None and crossed(pbt_interval) and step < total_steps:
-                    if self.pending:  # ranks by the evaluation still owed
-                        self.pending.append("pbt")
-                    else:
-                        pbt.round(self, step)
-
-                self.step, self.iteration, self.obs = step, iteration, obs
-                if crossed(ckpt_every):
-                    self.save_checkpoint()
-                if s.stop_on_solve and population.all_solved:  # with K > 1: once every agent has solved
-                    status = "solved"  # before a signal's stop: the run is done, its resume would train on
-                    break
-                if self.signal is not None:  # inline: the check runs at every env step
-                    self.stop_if_signalled()
+            yield
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
+    def run(self) -> dict[str, Any]:
+        """Train to total_steps, or until every agent solved (stop_on_solve); the run's summary."""
+        with self._signals_caught():
+            status, step = self._train()
         self.solved = status == "solved"
         self.save_checkpoint()
-        extra: dict[str, Any] = {"gradient_updates": learner.updates}
-        if parts.device.type == "cuda":
-            extra["device_max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(parts.device) / 2**20
+        extra: dict[str, Any] = {"gradient_updates": self.parts.learner.updates}
+        if self.parts.device.type == "cuda":
+            extra["device_max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(self.parts.device) / 2**20
         if self.pbt is not None:
-            log.info(self.pbt.best_line(population))
+            log.info(self.pbt.best_line(self.population))
             extra["pbt_seconds"] = self.pbt.seconds
-        return population.finish(step, status, learner.online, extra, s.plot_title)
+        return self.population.finish(step, status, self.parts.learner.online, extra, self.settings.plot_title)
+
+    def _train(self) -> tuple[str, int]:
+        """The env steps, each agent's updates and what falls due (rlrun.training.loop.Trainer._milestones);
+        ("finished" or "solved", the last step). Raises Preempted when a signal stops it."""
+        s, parts, population = self.settings, self.parts, self.population
+        envs, buffer, exploration, actor = parts.envs, parts.buffer, self.exploration, self.actor
+        # Hot-loop constants as plain locals.
+        num_envs, total_steps, learning_starts = s.num_envs, s.total_steps, s.learning_starts
+        update_every, phase_updates, batch_size = s.update_every, s.phase_updates, s.batch_size
+        ckpt_every, epsilon_at = s.checkpoint_every, s.epsilon
+        step, iteration, obs = self.step, self.iteration, self.obs
+        self._last_log = (time.perf_counter(), step)
+        if self.pending:
+            self.finish_pending(step)
+            self.stop_if_signalled()
+        if s.stop_on_solve and population.all_solved:  # resumed with stop_on_solve=true, already solved
+            return "solved", step
+        while step < total_steps:
+            explore, actions = exploration.next(epsilon_at(step))  # (K, num_envs): each agent's own stream
+            explore, actions = explore.reshape(-1), actions.reshape(-1)
+            if not explore.all():
+                actions = np.where(explore, actions, actor.act(obs))
+            try:
+                next_obs, rewards, terminated, truncated, infos = envs.step(actions)
+            except Exception as e:  # the env's own code failed: one line, the last checkpoint kept
+                raise EnvError(s.config["env"]["id"], "step", e) from e
+            self._store(obs, actions, rewards, next_obs, terminated, truncated, infos)
+            obs = next_obs
+            step += num_envs
+            iteration += 1
+            episodes = finished_episodes(infos)
+            if episodes:
+                population.episodes_end(step, episodes)
+            if step >= learning_starts and iteration % update_every == 0 and len(buffer) >= batch_size:
+                self.update_phase(step, iteration, obs, phase_updates)
+            self._milestones(step)
+            self.step, self.iteration, self.obs = step, iteration, obs
+            if crossed(step, ckpt_every, num_envs):
+                self.save_checkpoint()
+            if s.stop_on_solve and population.all_solved:  # with K > 1: once every agent has solved
+                return "solved", step  # before a signal's stop: the run is done, its resume would train on
+            if self.signal is not None:  # inline: the check runs at every env step
+                self.stop_if_signalled()
+        return "finished", step
+
+    def _store(
+        self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any, truncated: Any, infos: Any
+    ) -> None:
+        """One env step's transitions: into PQN's rollout, or through the n-step windows into replay."""
+        real_next_obs = next_obs_for_storage(next_obs, infos)
+        buffer, frames, nstep = self.parts.buffer, self.parts.frames, self.nstep
+        if self.settings.rollout:  # PQN
+            buffer.add(obs, actions, rewards, real_next_obs, terminated, truncated)
+            return
+        if frames is None:
+            ready = nstep.step(obs, actions, rewards, real_next_obs, terminated, truncated)
+        else:  # store frame-index stacks instead of pixels
+            obs_idx = frames.current.copy()
+            next_idx = frames.advance(next_obs, real_next_obs, terminated | truncated)
+            ready = nstep.step(obs_idx, actions, rewards, next_idx, terminated, truncated)
+        if ready is not None:
+            self.population.store(buffer, ready, nstep.last_envs)
+
+    def _milestones(self, step: int) -> None:
+        """What falls due at `step`, in order: the evaluation (before the log: its line shows it), the log
+        (or a progress line between logs) and the PBT round."""
+        s, population, pbt = self.settings, self.population, self.pbt
+        total_steps, num_envs = s.total_steps, s.num_envs
+        evaluates = crossed(step, s.eval_interval, num_envs) or (s.eval_interval and step >= total_steps)
+        if evaluates and not self.evaluate(step):
+            self.pending.append("eval")
+        if crossed(step, s.log_interval, num_envs) or step >= total_steps:
+            now, (last_time, last_step) = time.perf_counter(), self._last_log
+            sps = (step - last_step) / max(now - last_time, 1e-9)  # env steps per agent
+            self._last_log = (now, step)
+            log_step(self, step, sps)
+        elif population.lines is not None and population.lines.due():  # a long log.interval: the lines still come
+            population.progress_between_logs(step)
+        if pbt is not None and crossed(step, pbt.interval, num_envs) and step < total_steps:
+            if self.pending:  # ranks by the evaluation still owed
+                self.pending.append("pbt")
+            else:
+                pbt.round(self, step)
 
     def close(self) -> None:
         self.parts.envs.close()

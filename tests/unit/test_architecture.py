@@ -1,5 +1,6 @@
 """The package's shape: no import cycle between rlrun's modules (function-level imports included, which
-would otherwise hide one) and no module over 300 lines."""
+would otherwise hide one), no module over 500 lines and no function over 60. Complexity itself (branches,
+statements, McCabe's count per function) is ruff's gate: C901, PLR0912 and PLR0915 in pyproject.toml."""
 
 import ast
 from pathlib import Path
@@ -9,7 +10,16 @@ import pytest
 import rlrun
 
 PACKAGE = Path(rlrun.__file__).resolve().parent
-MAX_LINES = 300
+MAX_LINES = 500  # a ceiling for what is truly one job; complexity is measured per function
+MAX_FUNCTION_LINES = 60
+# Functions over the limit in modules that other work is changing as this gate lands (issue 65), each at its
+# length then: they may only shrink, and leave this list once under the limit.
+PENDING_SPLITS = {
+    "rlrun.report.tables.write_report": 127,
+    "rlrun.compare.output.write": 82,
+    "rlrun.config.preflight.plan": 68,
+    "rlrun.compare.run.prepare": 61,
+}
 
 
 def modules() -> dict[str, Path]:
@@ -91,9 +101,41 @@ def test_the_cycle_finder_finds_one():
 
 
 @pytest.mark.parametrize("name", sorted(modules()))
-def test_no_module_over_300_lines(name):
+def test_no_module_over_500_lines(name):
     lines = len(modules()[name].read_text().splitlines())
     assert lines <= MAX_LINES, f"{name}: {lines} lines"
+
+
+def function_lengths(module: str, source: str) -> dict[str, int]:
+    """Each function's (and method's) lines, from its `def` to its last line, by qualified name."""
+    found = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}.{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    found[name] = (child.end_lineno or child.lineno) - child.lineno + 1
+                visit(child, name)
+
+    visit(ast.parse(source), module)
+    return found
+
+
+def test_no_function_over_60_lines():
+    lengths = {}
+    for name, path in modules().items():
+        lengths.update(function_lengths(name, path.read_text()))
+    limits = {name: PENDING_SPLITS.get(name, MAX_FUNCTION_LINES) for name in lengths}
+    over = {name: n for name, n in lengths.items() if n > limits[name]}
+    assert over == {}, f"functions over {MAX_FUNCTION_LINES} lines: {over}"
+    done = sorted(name for name in PENDING_SPLITS if lengths.get(name, 0) <= MAX_FUNCTION_LINES)
+    assert done == [], f"no longer over {MAX_FUNCTION_LINES} lines: take {done} off PENDING_SPLITS"
+
+
+def test_function_lengths_name_methods_and_nested_functions():
+    source = "class A:\n    def f(self):\n        def g():\n            pass\n\n        return g\n"
+    assert function_lengths("m", source) == {"m.A.f": 5, "m.A.f.g": 2}
 
 
 # The modules that handle the run config (a DictConfig), each with its reason. The rest get plain values or
