@@ -124,7 +124,7 @@ def test_help_lists_groups_and_describes_every_key_without_importing_torch():
 
 
 BAD_INPUT = [
-    (["network=foo"], "network", "allowed one of c51, cnn, dueling"),
+    (["network=foo"], "network", "allowed one of c51, cnn, der, dueling"),
     (["optimizer.lr=-1"], "optimizer.lr", "a number > 0"),
     (["algo.gamma=abc"], "algo.gamma", "abc"),
     (["algo.nonsense=1"], "algo.nonsense", "the keys of algo are batch_size"),
@@ -157,7 +157,7 @@ def test_plain_install_finds_configs_outside_the_checkout(tmp_path):
 def test_doctor_reports_versions():
     proc = subprocess.run([sys.executable, "-m", "rlrun.doctor"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for name in ("torch", "gymnasium", "hydra-core", "tensorboard", "filelock", "rliable", "gpus", "ale-py", "ray"):
+    for name in ("torch", "gymnasium", "hydra-core", "tensorboard", "filelock", "rliable", "gpus", "cpu bf16", "ale-py", "ray"):
         assert re.search(rf"^{name} ", proc.stdout, re.M), name
     assert "(optional: the atari extra)" in proc.stdout and "(optional: the mlflow extra)" in proc.stdout
     starts = {
@@ -172,8 +172,8 @@ def test_doctor_reports_versions():
 @pytest.mark.parametrize(
     "override,line",
     [
-        ("network=foo", "network='foo': allowed one of c51, cnn, dueling, iqn, minatar, mlp, noisy, qrdqn."),
-        ("+experiment=foo", "experiment='foo': allowed one of atari_fast, minatar_paper, pqn_atari, pqn_cartpole,"),
+        ("network=foo", "network='foo': allowed one of c51, cnn, der, dueling, iqn, minatar, mlp, noisy, qrdqn."),
+        ("+experiment=foo", "experiment='foo': allowed one of atari_fast, der_atari100k, drq_eps_atari100k, minatar_paper, pqn_atari,"),
     ],
 )
 def test_an_unknown_group_option_is_one_line_naming_the_options(tmp_path, override, line):
