@@ -186,8 +186,9 @@ def build(cfg: DictConfig) -> Parts:
     network = nets[0] if len(seeds) == 1 else stack_networks(nets)
     d = cfg.device
     if cfg.network.encoder in FRAME_ENCODERS:  # 84x84 frames; MinAtar's 10x10 grids are too small to gain
+        layout = memory_format(d.channels_last, device, cfg.network.encoder)
         # Module.to(memory_format=...) is documented; torch's type stubs omit the keyword
-        network = network.to(memory_format=memory_format(d.channels_last, device))  # type: ignore[call-overload]
+        network = network.to(memory_format=layout)  # type: ignore[call-overload]
     warn_emulated_bf16(d.amp, device)
     cuda_graphs = d.cuda_graphs and device.type == "cuda"
     if d.cuda_graphs and not cuda_graphs:

@@ -36,14 +36,15 @@ def resolve_device(kind: str, pixels: bool = True) -> torch.device:
     return torch.device(kind)
 
 
-def memory_format(channels_last: bool | None, device: torch.device) -> torch.memory_format:
-    """The memory format of a pixel network's weights. Channels-last lets oneDNN run the convolutions without
-    reordering their activations: on an Intel Xeon (2026-12-06, one core) a Nature-CNN Adam step on a batch of
-    256 frames took 165-200 ms instead of 270-340 ms, a batch of 32 about 10% less, and a greedy forward on 8
-    frames about 8% more (`python scripts/bench.py pixels`). `None` (the default) turns it on where that was
-    measured, the CPU; on CUDA it stays off until measured there. The weights' values, and what a checkpoint
-    holds, are the same either way."""
-    on = device.type == "cpu" if channels_last is None else channels_last
+def memory_format(channels_last: bool | None, device: torch.device, encoder: str) -> torch.memory_format:
+    """The memory format of a frame network's weights. Channels-last lets oneDNN run the convolutions without
+    reordering their activations. On an Intel Xeon without native bf16 (2026-12-07, `python scripts/bench.py
+    pixels`, one shared core) a Nature-CNN Adam step took 1.17x less time on a batch of 256 frames and 1.03x
+    on 32, and a whole `+experiment=pqn_atari` run of 10,240 steps 1.18x less CPU time; DER's small network
+    gained nothing (0.92-1.05x). `None` (the default) turns it on where it was measured to pay: the Nature CNN
+    on the CPU; on CUDA it stays off until measured there. The weights' values, and what a checkpoint holds,
+    are the same either way."""
+    on = device.type == "cpu" and encoder == "nature_cnn" if channels_last is None else channels_last
     return torch.channels_last if on else torch.contiguous_format
 
 

@@ -39,12 +39,13 @@ def test_emulated_bf16_warns_on_the_cpu_only(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_channels_last_is_on_for_the_cpu_by_default_and_as_asked():
+def test_channels_last_is_on_for_the_nature_cnn_on_the_cpu_by_default_and_as_asked():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert memory_format(None, cpu) == torch.channels_last
-    assert memory_format(None, cuda) == torch.contiguous_format
-    assert memory_format(False, cpu) == torch.contiguous_format
-    assert memory_format(True, cuda) == torch.channels_last
+    assert memory_format(None, cpu, "nature_cnn") == torch.channels_last
+    assert memory_format(None, cpu, "der_cnn") == torch.contiguous_format  # measured no faster
+    assert memory_format(None, cuda, "nature_cnn") == torch.contiguous_format
+    assert memory_format(False, cpu, "nature_cnn") == torch.contiguous_format
+    assert memory_format(True, cuda, "der_cnn") == torch.channels_last
 
 
 def test_channels_last_weights_compute_the_same_q_values_and_checkpoints_load_either_way():
