@@ -30,7 +30,7 @@ import torch
 from rlrun import console, policy
 from rlrun.config import saved
 from rlrun.errors import ConfigError
-from rlrun.storage import checkpoint as ckpt, lines, rundir
+from rlrun.storage import checkpoint as ckpt, rundir
 from rlrun.training.build import make_eval_envs
 from rlrun.training.device import resolve_device
 from rlrun.training.evaluation import evaluate
@@ -166,7 +166,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         result["video_dir"] = str(video_dir)
         print(f"videos: {video_dir} ({len(videos)} mp4, one per episode)")
     try:
-        lines.append_line(out_dir / "evaluations.jsonl", json.dumps(result))  # every call kept
+        rundir.append_line(out_dir / "evaluations.jsonl", json.dumps(result))  # every call kept
         rundir.write_text(out_dir / "evaluation.json", json.dumps(result, indent=2) + "\n")  # the latest
     except rundir.RunDirError as e:
         fail(4, f"the results above were not saved: {e}")

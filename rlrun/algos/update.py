@@ -78,6 +78,7 @@ class UpdateStep:
         self.noise_generator = noise_generator
         self.max_grad_norm = clip_threshold(max_grad_norm)
         self.tau = tau  # a float, or one per stacked agent (rlrun.training.agents)
+        self._tau_weights: list[torch.Tensor] | None = None  # one tau per agent: its lerp weights, made at a sync
         self.target_update_period = target_update_period
         self.updates = 0
         self.skipped = 0
@@ -286,7 +287,7 @@ class UpdateStep:
         if self.target is None:
             return
         if not isinstance(self.tau, (int, float)):  # one tau per stacked agent: a (K, 1, ...) lerp weight each
-            if getattr(self, "_tau_weights", None) is None:
+            if self._tau_weights is None:
                 tau = torch.tensor(self.tau, dtype=self._online_params[0].dtype, device=self._online_params[0].device)
                 self._tau_weights = [tau.view(-1, *([1] * (p.dim() - 1))).expand_as(p) for p in self._online_params]
             torch._foreach_lerp_(self._target_params, self._online_params, self._tau_weights)
@@ -296,6 +297,11 @@ class UpdateStep:
             torch._foreach_lerp_(self._target_params, self._online_params, self.tau)
         for t, o in self._buffer_pairs:
             t.copy_(o)
+
+    def set_tau(self, k: int, tau: float) -> None:
+        """Stacked agent k's own target-update rate (PBT explores algo.tau per agent)."""
+        self.tau[k] = tau
+        self._tau_weights = None  # rebuilt from the list at the next sync
 
     def _stop_agents(self, finite: torch.Tensor, bad: list[str]) -> None:
         """Stacked agents whose loss, Q-values or gradient norm are non-finite (`finite` (K,) is False) stop

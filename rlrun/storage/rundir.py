@@ -207,6 +207,30 @@ def open_append(path: Path, readable: bool = False) -> IO[str]:
     return os.fdopen(fd, "a", newline="")
 
 
+def append_line(path: Path, line: str) -> None:
+    """Append `line` (without its line ending) to a text file of lines (JSON lines: `evaluations.jsonl`), never
+    through a link. A last line left without its line ending (a write cut by a kill or a full disk) is dropped
+    first, as `kept_rows` drops a CSV file's, so the new line starts a line of its own and every line parses."""
+    with open_append(path, readable=True) as f:
+        fd = f.fileno()
+        end = os.fstat(fd).st_size
+        if end and os.pread(fd, 1, end - 1) != b"\n":
+            os.ftruncate(fd, _last_line_end(fd, end))
+        f.write(line + "\n")
+        f.flush()
+
+
+def _last_line_end(fd: int, end: int, chunk: int = 1 << 16) -> int:
+    """The offset just past the last newline of the file before `end` (0 if none), read backwards in chunks."""
+    while end > 0:
+        start = max(0, end - chunk)
+        found = os.pread(fd, end - start, start).rfind(b"\n")
+        if found >= 0:
+            return start + found + 1
+        end = start
+    return 0
+
+
 def linked_part(path: Path, root: Path) -> Path | None:
     """The first of `path` and its parents below `root` (not `root` itself) that is a symlink, or None: a
     directory reached through it is another's, and rlrun never writes there."""

@@ -24,6 +24,7 @@ import torch
 
 from rlrun.algos.acting import GreedyActor
 from rlrun.algos.exploration import ExplorationDraws
+from rlrun.algos.update import UpdateStep
 from rlrun.envs.failure import EnvError
 from rlrun.envs.vector import finished_episodes, next_obs_for_storage
 from rlrun.errors import NonFiniteError
@@ -31,9 +32,9 @@ from rlrun.logs.metrics import MetricWindow
 from rlrun.replay.nstep import NStepAccumulator
 from rlrun.storage import checkpoint as ckpt, rundir
 from rlrun.training import trainer_state
+from rlrun.training.agents import group_agents
 from rlrun.training.evaluation import evaluate
 from rlrun.training.graphs import GraphedActor, GraphedUpdates
-from rlrun.training.logstep import log_step
 from rlrun.training.parts import LoopSettings, Parts, group_lrs, set_group_lrs
 from rlrun.training.population import Population
 
@@ -85,18 +86,112 @@ class Trainer:
         else:
             self.load_state_dict(resume)
 
-    # --- checkpoint state (rlrun.training.trainer_state) ----------------------------------------------
+    @property
+    def learner(self) -> UpdateStep:
+        return self.parts.learner
+
+    # --- checkpoint state (its format and checks: rlrun.training.trainer_state) ------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return trainer_state.state_dict(self)
+        """Everything a resumed run needs to continue exactly: the learner, replay or rollout, n-step windows,
+        observations, env and RNG states, exploration draws, loggers, the metric window, frames, stopped
+        agents, PBT's state and the work a signal left owed."""
+        p = self.parts
+        return {
+            "format": trainer_state.CHECKPOINT_FORMAT,
+            "config": self.settings.config,
+            "step": self.step,
+            "iteration": self.iteration,
+            "learner": p.learner.state_dict(),
+            "buffer": p.buffer.state_dict(include_storage=self.settings.checkpoint_replay),
+            "nstep": ckpt.to_safe(self.nstep.state_dict()),
+            "obs": ckpt.to_safe(np.asarray(self.obs)),
+            "envs": ckpt.env_state(p.envs),
+            "rng": [ckpt.rng_state(r, g) for r, g in zip(self.exploration.rngs, p.generators)],
+            "exploration": self.exploration.state_dict(),
+            "loggers": [lg.state_dict() for lg in self.population.loggers],
+            **self.window.state_dict(),
+            "frames": None if p.frames is None else p.frames.state_dict(),
+            "failed_agents": dict(self.population.failed),
+            "pbt": None if self.pbt is None else self.pbt.state_dict(),
+            "pending": list(self.pending),
+            "solved": self.solved,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        trainer_state.load_state_dict(self, state)
+        """Put a checkpoint's state back; a checkpoint of another config is a CheckpointError."""
+        p, population = self.parts, self.population
+        trainer_state.check_format(state)
+        if self.pbt is not None:  # before anything is loaded: None here would resume without PBT, losing its lineage
+            self.pbt.check_state(state.get("pbt"))
+        try:
+            p.learner.load_state_dict(state["learner"])
+            p.buffer.load_state_dict(state["buffer"])
+        except (RuntimeError, KeyError, ValueError) as e:
+            raise ckpt.CheckpointError(f"the checkpoint does not fit this config: {str(e).splitlines()[0]}") from None
+        self.step, self.iteration = state["step"], state["iteration"]
+        self.nstep.load_state_dict(ckpt.from_safe(state["nstep"]))
+        self.obs = ckpt.from_safe(state["obs"])
+        p.envs.reset(seed=population.env_seeds())  # builds the envs' RNGs, then overwrite them
+        ckpt.restore_env_state(p.envs, state["envs"])
+        for rng_state, rng, generator in zip(state["rng"], self.exploration.rngs, p.generators):
+            ckpt.restore_rng(rng_state, rng, generator)
+        self.exploration.load_state_dict(state["exploration"])
+        for lg, lg_state in zip(population.loggers, state["loggers"]):
+            lg.load_state_dict(lg_state)
+        self.window.load_state_dict(state, p.device)
+        if p.frames is not None:
+            p.frames.load_state_dict(state["frames"])
+        population.failed = trainer_state._failed_agents(state.get("failed_agents", {}), population.agents)
+        if population.failed:
+            p.learner.failed = torch.zeros(population.agents, dtype=torch.bool, device=p.device)
+            p.learner.failed[list(population.failed)] = True
+        if self.pbt is not None:
+            self.pbt.load_state_dict(state["pbt"], self)
+        self.pending = trainer_state._pending(state.get("pending", []), self.pbt is not None)
+        self.solved = state.get("solved", False) is True
+        if p.eval_envs is None:  # resumed with eval.interval=0: no evaluation is owed, and none ranks PBT's agents
+            self.pending = [x for x in self.pending if x != "eval"]
+            if self.pbt is not None:
+                self.pbt.eval_fitness = None
 
     def save_checkpoint(self) -> Path:
         for k, lg in enumerate(self.population.loggers):
             if k not in self.population.failed:  # a stopped agent's files are closed
                 lg.flush()
         return ckpt.save(self.out_dir, self.state_dict())
+
+    def log_step(self, step: int, sps: float) -> None:
+        """What a log interval logs: the schedules' values, the update metrics gathered since the last log,
+        replay's fill, per-agent lrs, device memory; then the progress line. `sps`: env steps per second per
+        agent since the last log."""
+        s, p, window = self.settings, self.parts, self.window
+        learner, buffer, device = p.learner, p.buffer, p.device
+        common = {
+            "charts/epsilon": s.epsilon(step),
+            "charts/SPS": sps,
+            "charts/learning_rate": float(learner.optimizer.param_groups[0]["lr"]),
+            "charts/updates": learner.updates,
+            "charts/skipped_updates": learner.skipped,
+        }
+        if window and buffer.prioritized:
+            common["per/beta"] = buffer.beta(step, s.total_steps)  # the schedule at this step
+        if device.type == "cuda":
+            common["device/memory_allocated_mb"] = torch.cuda.memory_allocated(device) / 2**20
+            common["device/max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+        if self.graphed is not None:  # the device-side non-finite flag, read with the metrics
+            self.check_graphed(step)
+        per_agent = window.read(buffer.stats() if window and buffer.prioritized else None)
+        if not s.rollout:  # PQN's rollout is full at every update: its fill says nothing
+            per_agent["replay/size"] = buffer.sizes.tolist()
+        groups = learner.optimizer.param_groups
+        if "agents" in groups[0]:  # an lr per agent (rlrun.training.agents.agent_param_groups)
+            per_agent["charts/learning_rate"] = [
+                float(g["lr"]) for g in groups for _ in group_agents(g, self.population.agents)
+            ]
+        if p.frames is not None:
+            p.frames.check(buffer)
+        self.population.log(step, common, per_agent)
+        self.population.progress(step, sps)  # the bar, or a plain line; episodes.csv flushed
 
     # --- the loop ---------------------------------------------------------------------------
     def update_phase(self, step: int, iteration: int, obs: Any, count: int) -> None:
@@ -299,7 +394,7 @@ class Trainer:
             now, (last_time, last_step) = time.perf_counter(), self._last_log
             sps = (step - last_step) / max(now - last_time, 1e-9)  # env steps per agent
             self._last_log = (now, step)
-            log_step(self, step, sps)
+            self.log_step(step, sps)
         elif population.lines is not None and population.lines.due():  # a long log.interval: the lines still come
             population.progress_between_logs(step)
         if pbt is not None and crossed(step, pbt.interval, num_envs) and step < total_steps:

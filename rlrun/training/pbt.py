@@ -20,23 +20,56 @@ import io
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
 
 from rlrun.config.pbt import flat_space
-from rlrun.errors import NonFiniteError
+from rlrun.errors import ConfigError, NonFiniteError
 from rlrun.storage import rundir
 from rlrun.storage.checkpoint import CheckpointError
-from rlrun.training import pbt_state
-from rlrun.training.parts import group_lrs, set_group_lrs
+from rlrun.training.parts import LoopSettings, group_lrs, set_group_lrs
+
+if TYPE_CHECKING:
+    from rlrun.algos.update import UpdateStep
+    from rlrun.logs.logger import RunLogger
 
 log = logging.getLogger(__name__)
 CSV = "pbt.csv"
+
+
+class Agents(Protocol):
+    """The population as PBT ranks and records it (rlrun.training.population.Population): each agent's
+    logger (its training returns) and the per-agent log."""
+
+    @property
+    def loggers(self) -> Sequence[RunLogger]: ...
+
+    def log(self, step: int, common: dict[str, Any], per_agent: dict[str, Any]) -> None: ...
+
+
+class Loop(Protocol):
+    """The training loop as PBT changes it (rlrun.training.loop.Trainer): the agents' settings (lr, epsilon),
+    the learner whose stacked agents it copies, the population, where the run writes and its step."""
+
+    @property
+    def settings(self) -> LoopSettings: ...
+
+    @property
+    def learner(self) -> UpdateStep: ...
+
+    @property
+    def population(self) -> Agents: ...
+
+    @property
+    def out_dir(self) -> Path: ...
+
+    @property
+    def step(self) -> int: ...
 
 
 class PBT:
@@ -83,24 +116,23 @@ class PBT:
         factor = self.perturb[int(self.rng.integers(len(self.perturb)))]
         return float(min(max(value * factor, b["low"]), b["high"]))
 
-    def apply(self, trainer: Any, agents: list[int]) -> None:
+    def apply(self, loop: Loop, agents: list[int]) -> None:
         """Put the agents' current values into the loop's settings, the optimizer and the learner."""
-        s, learner = trainer.settings, trainer.parts.learner
+        s, learner = loop.settings, loop.learner
         for key, values in self.values.items():
             for k in agents:
                 if key == "optimizer.lr":
-                    s.lr[k] = values[k]
+                    per_agent(s.lr)[k] = values[k]
                 elif key == "algo.tau":
-                    learner.tau[k] = values[k]
-                    learner._tau_weights = None  # rebuilt from the list at the next sync
+                    learner.set_tau(k, values[k])
                 elif key == "exploration.end":
-                    s.epsilon_end[k] = values[k]
+                    per_agent(s.epsilon_end)[k] = values[k]
         if "optimizer.lr" in self.values:
             # one group per agent (rlrun.training.agents.values)
-            set_group_lrs(learner.optimizer, group_lrs(s.lr, s.lr_end_factor, s.total_steps, trainer.step))
+            set_group_lrs(learner.optimizer, group_lrs(s.lr, s.lr_end_factor, s.total_steps, loop.step))
 
     # --- rounds ------------------------------------------------------------------------------------------
-    def fitness(self, population: Any) -> list[float]:
+    def fitness(self, population: Agents) -> list[float]:
         use_eval = self.fitness_kind == "eval" or (self.fitness_kind == "auto" and self.eval_fitness is not None)
         if use_eval and self.eval_fitness is not None:
             found: list[float | None] = list(self.eval_fitness)
@@ -108,27 +140,27 @@ class PBT:
             found = [self.training_fitness(k, lg) for k, lg in enumerate(population.loggers)]
         return [-math.inf if k in self.diverged or f is None else float(f) for k, f in enumerate(found)]
 
-    def training_fitness(self, k: int, logger: Any) -> float | None:
+    def training_fitness(self, k: int, logger: RunLogger) -> float | None:
         """The mean return of agent k's last 100 training episodes, counting only those since it last copied."""
         since = min(logger.episode - self.copied_at_episode[k], len(logger.window))
         return float(np.mean(list(logger.window)[-since:])) if since > 0 else self.inherited[k]
 
-    def start(self, trainer: Any) -> None:
+    def start(self, loop: Loop) -> None:
         """A new run: each agent's first values (drawn from the space, or the config's), rows at step 0."""
         if self.initial == "sample":
             self.values = {key: [self.sample(key) for _ in range(self.agents)] for key in self.space}
-        self.apply(trainer, list(range(self.agents)))
+        self.apply(loop, list(range(self.agents)))
         for k in range(self.agents):
             self.events.append(
                 [0, self.labels[k], self.labels[k], "", "", *(self.values[key][k] for key in self.space)]
             )
-        self.write(trainer.out_dir)
-        self.log_values(trainer.population, 0, None)
+        self.write(loop.out_dir)
+        self.log_values(loop.population, 0, None)
 
-    def round(self, trainer: Any, step: int) -> None:
+    def round(self, loop: Loop, step: int) -> None:
         """Rank, then the bottom agents copy top ones and explore."""
         began = time.perf_counter()
-        fit = self.fitness(trainer.population)
+        fit = self.fitness(loop.population)
         if all(f == -math.inf for f in fit):
             return  # nobody has a fitness yet (no episode ended)
         order = sorted(range(self.agents), key=lambda k: (-fit[k], k))
@@ -138,8 +170,8 @@ class PBT:
         copied = []
         for dst in bottom:
             src = top[int(self.rng.integers(n))]
-            self.copy(trainer, src, dst)
-            self.copied_at_episode[dst], self.inherited[dst] = trainer.population.loggers[dst].episode, fit[src]
+            self.copy(loop.learner, src, dst)
+            self.copied_at_episode[dst], self.inherited[dst] = loop.population.loggers[dst].episode, fit[src]
             if self.eval_fitness is not None:  # until its next evaluation, its source's
                 self.eval_fitness[dst] = self.eval_fitness[src]
             for key in self.space:
@@ -155,15 +187,14 @@ class PBT:
                 ]
             )
             copied.append(f"{self.labels[dst]}<-{self.labels[src]}")
-        self.apply(trainer, bottom)
-        self.write(trainer.out_dir)
+        self.apply(loop, bottom)
+        self.write(loop.out_dir)
         self.seconds += time.perf_counter() - began
-        self.log_values(trainer.population, step, fit)
+        self.log_values(loop.population, step, fit)
         log.info(f"rlrun: PBT at env step {step:,}: {', '.join(copied)}")
 
-    def copy(self, trainer: Any, src: int, dst: int) -> None:
+    def copy(self, learner: UpdateStep, src: int, dst: int) -> None:
         """Agent dst becomes agent src: online and target weights, optimizer state, the explored values."""
-        learner = trainer.parts.learner
         for net in (learner.online, learner.target):
             if net is not None:
                 copy_agent(net, src, dst, self.agents)
@@ -174,7 +205,7 @@ class PBT:
             learner.failed[dst] = False  # a frozen (non-finite) agent trains again as its copy
         self.diverged.discard(dst)
 
-    def take_failures(self, learner: Any, step: int) -> None:
+    def take_failures(self, learner: UpdateStep, step: int) -> None:
         """Agents whose update turned non-finite (the learner's `failures`): frozen by the learner, ranked last
         until the next round replaces them. A NonFiniteError once every agent has."""
         for k, reason, _ in learner.failures:
@@ -192,7 +223,7 @@ class PBT:
         writer.writerows(self.events)
         rundir.write_text(Path(out_dir) / CSV, text.getvalue())
 
-    def log_values(self, population: Any, step: int, fit: list[float] | None) -> None:
+    def log_values(self, population: Agents, step: int, fit: list[float] | None) -> None:
         per_agent: dict[str, Any] = {f"pbt/{key}": list(values) for key, values in self.values.items()}
         if fit is not None:
             per_agent["pbt/fitness"] = [f if math.isfinite(f) else float("nan") for f in fit]
@@ -210,7 +241,7 @@ class PBT:
                     break
         return found[::-1]
 
-    def best_line(self, population: Any) -> str:
+    def best_line(self, population: Agents) -> str:
         fit = self.fitness(population)
         best = max(range(self.agents), key=lambda k: (fit[k], -k))
         parts = [
@@ -235,11 +266,75 @@ class PBT:
         """A checkpoint's PBT state checked as the rest of a checkpoint is, before anything is loaded: a
         CheckpointError naming what does not fit this run (a crafted or damaged file would otherwise end in a
         traceback, at the end of training, or train with values the key's own rule refuses)."""
-        problem = pbt_state.problem(self, state)
+        problem = self.problem(state)
         if problem is not None:
             raise CheckpointError(f"the checkpoint's PBT state does not fit this run: {problem}")
 
-    def load_state_dict(self, state: dict[str, Any], trainer: Any) -> None:
+    # --- a checkpoint's state, checked before it is loaded ---------------------------------------------------
+    # Each field of the right shape for this run (its explored keys, agents and their labels), each explored
+    # value one its key's own rule allows. A crafted or damaged state would otherwise end in a traceback, fail
+    # only at the end of training, or train with a value the key refuses (an lr of -1: gradient ascent).
+    def problem(self, state: Any) -> str | None:
+        """What in a checkpoint's PBT state does not fit this run, or None."""
+        if not isinstance(state, dict):
+            return f"it is {type(state).__name__}, not the state of a run with +pbt"
+        missing = [key for key in self.state_dict() if key not in state]
+        if missing:
+            return "no " + ", ".join(missing)
+        values = self._values_problem(state["values"])
+        if values is not None:
+            return values
+        try:
+            np.random.default_rng().bit_generator.state = state["rng"]
+        except (TypeError, ValueError, KeyError):
+            return f"rng is {_shown(state['rng'])}, not the state of PBT's random stream"
+        return self._records_problem(state)
+
+    def _values_problem(self, values: Any) -> str | None:
+        """The explored values: one finite number per agent for each explored key, each one its rule allows."""
+        if not isinstance(values, dict) or sorted(values) != sorted(self.space):
+            return f"values are for {_shown(values)}, not for the keys explored ({', '.join(self.space)})"
+        for key, found in values.items():
+            if not _numbers(found, self.agents):
+                return f"values[{key}] is {_shown(found)}, not {self.agents} finite numbers (one per agent)"
+            try:
+                if self.rule is not None:
+                    self.rule(key, found)
+            except ConfigError as e:
+                return f"values[{key}] holds {e.value}, which {e.key}'s own rule refuses (allowed {e.allowed})"
+        return None
+
+    def _records_problem(self, state: dict[str, Any]) -> str | None:
+        """The events (pbt.csv's rows), the frozen agents, the fitnesses and the wall time."""
+        k, width = self.agents, 5 + len(self.space)
+        events = state["events"]
+        if not isinstance(events, list) or not all(self._event_fits(e, width) for e in events):
+            return f"events hold {_shown(events)}, not rows of {width} fields (step, agent, source, fitnesses, values)"
+        diverged = state["diverged"]
+        if not isinstance(diverged, list) or not all(_integer(a) and 0 <= a < k for a in diverged):
+            return f"diverged is {_shown(diverged)}, not agent numbers below {k}"
+        if state["eval_fitness"] is not None and not _numbers(state["eval_fitness"], k, finite=False):
+            return f"eval_fitness is {_shown(state['eval_fitness'])}, not None or {k} numbers"
+        if not _numbers([state["seconds"]], 1) or state["seconds"] < 0:
+            return f"seconds is {_shown(state['seconds'])}, not a number >= 0"
+        copied = state["copied_at_episode"]
+        if not isinstance(copied, list) or len(copied) != k or not all(_integer(e) and e >= 0 for e in copied):
+            return f"copied_at_episode is {_shown(copied)}, not {k} episode counts"
+        inherited = state["inherited"]
+        known = [f for f in inherited if f is not None] if isinstance(inherited, list) else None
+        if not isinstance(inherited, list) or len(inherited) != k or not _numbers(known, None, finite=False):
+            return f"inherited is {_shown(inherited)}, not {k} fitnesses (or None)"
+        return None
+
+    def _event_fits(self, row: Any, width: int) -> bool:
+        """A pbt.csv row: env step, agent and source labels, fitnesses ("" at step 0), the explored values."""
+        if not isinstance(row, list) or len(row) != width or not _integer(row[0]) or row[0] < 0:
+            return False
+        fitness = [f for f in row[3:5] if f != ""]
+        labelled = row[1] in self.labels and row[2] in self.labels
+        return labelled and _numbers(fitness, None, finite=False) and _numbers(row[5:], None)
+
+    def load_state_dict(self, state: dict[str, Any], loop: Loop) -> None:
         self.values = {k: list(v) for k, v in state["values"].items()}
         self.rng.bit_generator.state = state["rng"]
         self.events = [list(e) for e in state["events"]]
@@ -247,8 +342,32 @@ class PBT:
         self.eval_fitness = state["eval_fitness"]
         self.seconds = state["seconds"]
         self.copied_at_episode, self.inherited = list(state["copied_at_episode"]), list(state["inherited"])
-        self.apply(trainer, list(range(self.agents)))
-        self.write(trainer.out_dir)  # without the rows an interrupted session wrote after its checkpoint
+        self.apply(loop, list(range(self.agents)))
+        self.write(loop.out_dir)  # without the rows an interrupted session wrote after its checkpoint
+
+
+def per_agent(value: float | list[float]) -> list[float]:
+    """A setting PBT explores: one value per agent (rlrun.training.agents gives it a list)."""
+    assert isinstance(value, list), "PBT explores a setting only where each agent has its own value"
+    return value
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _numbers(values: Any, length: int | None, finite: bool = True) -> bool:
+    """A list of real numbers (not bools or strings) of `length` (any for None), finite unless not asked."""
+    if not isinstance(values, list) or (length is not None and len(values) != length):
+        return False
+    real = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    return real and (not finite or all(math.isfinite(v) for v in values))
+
+
+def _shown(value: Any) -> str:
+    """A value read from a checkpoint as a message shows it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @torch.no_grad()
