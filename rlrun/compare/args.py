@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from rlrun.config.overrides import split
+
 OWN = ("A", "B", "metric", "seeds", "max_seeds", "seed", "alpha", "name", "dir")
 DEFAULTS = {"metric": "solved", "seeds": "10", "max_seeds": "100", "seed": "0", "alpha": "0.05"}
 EXIT_CONFIG = 2
@@ -103,8 +105,8 @@ def check_overrides(where: str, overrides: list[str]) -> None:
     except Exception:  # Hydra's grammar refuses one: composing the arm says which, and why
         swept = set()
     for o in overrides:
-        key = o.lstrip("+~").partition("=")[0]
-        if "=" not in o:
+        key, value = split(o)
+        if value is None:
             folder_too = ", nor an existing folder of runs" if where.startswith(("A=", "B=")) else ""
             raise BadInput(f"{where}: {o!r} is not an override (key=value){folder_too}")
         if key in ("seed", "seeds"):

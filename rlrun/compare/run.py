@@ -15,6 +15,7 @@ import pandas as pd
 from rlrun.compare import arms, decide, output, sequential
 from rlrun.compare.args import BadInput, _int, arm_overrides, check_overrides, fail, folder
 from rlrun.compare.rounds import ARMS, Plan, RoundError, Runner, check_plan, run_round, write_plan
+from rlrun.config.overrides import override_key
 from rlrun.errors import ConfigError
 
 OUTPUTS = ("compare.md", "compare.csv", "curves.png")  # what a comparison of existing folders writes, and rewrites
@@ -54,9 +55,9 @@ def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, c
     for arm in ARMS:
         check_overrides(f"{arm}={own[arm]!r}", overrides[arm])
     check_overrides("shared overrides", common)
-    shared_keys = {o.lstrip("+~").partition("=")[0] for o in common}
+    shared_keys = {override_key(o) for o in common}
     for arm in ARMS:
-        both = sorted(shared_keys & {o.lstrip("+~").partition("=")[0] for o in overrides[arm]})
+        both = sorted(shared_keys & {override_key(o) for o in overrides[arm]})
         if both:
             raise BadInput(f"{both[0]} is set both by {arm} and by the shared overrides: set it in one place")
     tasks: dict[str, Any] = {}

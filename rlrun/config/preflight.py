@@ -26,7 +26,14 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlrun.config.appconfig import RLRUN_CONFIG, ConfigSource, initialized, memoized
-from rlrun.config.overrides import integral, may_be_integral, unknown_key, unknown_option
+from rlrun.config.overrides import (
+    integral,
+    may_be_integral,
+    override_key,
+    override_value,
+    unknown_key,
+    unknown_option,
+)
 from rlrun.config.replay_memory import check_replay, stored_obs_itemsize
 from rlrun.config.runnames import check_exp_name
 from rlrun.config.schemas import register_configs
@@ -227,7 +234,7 @@ def plan(argv: list[str]) -> Plan | None:
     try:
         base = compose([o for o in overrides if not _is_sweep(o)] if args.multirun else overrides, source)
     except CompositionError as e:
-        resumes = [o.split("=", 1)[1] for o in overrides if o.startswith("resume=")]
+        resumes = [override_value(o) for o in overrides if o.startswith("resume=")]
         from rlrun.config.saved import first_unsafe, unsafe_override  # gymnasium: only for a resume refused here
 
         if resumes and (unsafe := first_unsafe(overrides)) is not None:  # `pbt.fraction=0.9`: no pbt by default
@@ -248,7 +255,7 @@ def plan(argv: list[str]) -> Plan | None:
                 [],
                 run_dir=Path(task.resume),
                 resume=Path(task.resume),
-                resume_overrides=[o for o in overrides if not o.lstrip("+~").startswith(("resume=", "hydra"))],
+                resume_overrides=[o for o in overrides if not override_key(o).startswith(("resume", "hydra"))],
             )
         check_job(task, {})
         check_exp_name(task.exp_name)  # a new run's directory is named after it
@@ -283,7 +290,7 @@ def check_hydra_not_swept(overrides: list[str]) -> None:
             continue
         if not (o.is_sweep_override() and o.is_hydra_override()):
             continue
-        key, value = o.key_or_group, text.partition("=")[2]
+        key, value = o.key_or_group, override_value(text)
         allowed = "one value (Hydra's own config is not swept)"
         params = "hydra.sweeper.params."
         if key.startswith(params):

@@ -32,6 +32,7 @@ import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
+from rlrun.config.overrides import override_key, override_values, split
 from rlrun.errors import ConfigError
 from rlrun.storage import bounded
 
@@ -41,10 +42,6 @@ QUIET_KEYS = ("log.", "device", "device.", "hydra.", "logger", "logger.", "check
 RUN_ONLY = ("seed", "seeds", "exp_name", "env.id")  # in a single run's name already
 MAX_CHARS = 80
 UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
-
-
-def _key(override: str) -> str:
-    return override.lstrip("+~").partition("=")[0]
 
 
 def quiet_key(key: str, exclude: Iterable[str]) -> bool:
@@ -71,10 +68,9 @@ def check_exp_name(value: Any) -> None:
 def _items(overrides: Iterable[str], exclude: Iterable[str], keep: set[str] | None = None) -> list[str]:
     exclude = tuple(exclude)
     out = []
-    for o in overrides:
-        key = _key(str(o))
-        if "=" in str(o) and not quiet_key(key, exclude) and (keep is None or key in keep):
-            out.append(f"{key}={str(o).partition('=')[2]}")
+    for key, value in (split(str(o)) for o in overrides):
+        if value is not None and not quiet_key(key, exclude) and (keep is None or key in keep):
+            out.append(f"{key}={value}")
     return sorted(out)
 
 
@@ -101,7 +97,7 @@ def said_by_name(overrides: Iterable[str]) -> set[str]:
     `algo=X` (the algorithm's name leads it where neither exp_name nor an experiment is given) and `env=X`
     where the env id is X's own or of its namespace (`env=minatar` in `MinAtar-Breakout-v0`, `env=atari` in
     `ALE-Pong-v5`; `env=cartpole env.id=Acrobot-v1` keeps `env=cartpole`, which the id does not say)."""
-    given = {_key(str(o)): str(o).partition("=")[2] for o in overrides if "=" in str(o)}
+    given = override_values(overrides)
     said = set()
     experiment = given.get("experiment")
     if experiment is not None and "exp_name" not in given and "exp_name" in _option("experiment", experiment):
@@ -119,7 +115,7 @@ def run_part(overrides: Iterable[str] | None) -> str:
     """The single run's name part for its overrides: `__k=v,k2=v2`, or "" for none."""
     overrides = [str(o) for o in overrides or []]
     items = [safe(i) for i in _items(overrides, QUIET_KEYS + RUN_ONLY + tuple(said_by_name(overrides)))]
-    items.sort(key=lambda item: "." in item.partition("=")[0])  # group choices first (a stable sort)
+    items.sort(key=lambda item: "." in override_key(item))  # group choices first (a stable sort)
     if not items:
         return ""
     text = ",".join(items)

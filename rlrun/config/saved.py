@@ -31,6 +31,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rlrun.algos import ALGORITHMS, algo_kind
 from rlrun.config.moved import with_current_targets
+from rlrun.config.overrides import override_key, override_value
 from rlrun.config.schemas import (
     GROUP_TARGETS,
     DeviceConfig,
@@ -84,7 +85,7 @@ def from_disk(raw: Any, env_id: str | None = None) -> DictConfig:
 
 def command_line_env_id(overrides: list[str], composed: DictConfig) -> str | None:
     """The env id the command line gives (`env.id=...`, as Hydra parsed it), or None."""
-    given = any(o.lstrip("+~").partition("=")[0] == "env.id" for o in overrides)
+    given = any(override_key(o) == "env.id" for o in overrides)
     return str(composed.env.id) if given else None
 
 
@@ -143,7 +144,7 @@ def resumed(run_dir: Path, saved: DictConfig, overrides: list[str], composed: Di
     the saved config's `logger.*` options."""
     cfg = without_locations(saved)
     for override in overrides:
-        key, _, _ = override.lstrip("+~").partition("=")
+        key = override_key(override)
         top = key.split(".")[0].split("/")[0]
         if top in RESUME_SAFE:
             if top != "resume":  # a group (logger=[...]) is merged onto its typed node, a value replaced
@@ -159,8 +160,8 @@ def unsafe_override(run_dir: Path, override: str, typed: Any = None, saved: Any 
     key's value as composed and as saved, where known (None: the override as typed, no saved value named)."""
     known = saved is not None and not isinstance(saved, DictConfig)
     return ConfigError(
-        override.lstrip("+~").partition("=")[0],
-        override.partition("=")[2] if typed is None or isinstance(typed, DictConfig) else typed,
+        override_key(override),
+        override_value(override) if typed is None or isinstance(typed, DictConfig) else typed,
         f"only the saved value{f' {saved!r}' if known else ''} when resuming {run_dir}, as it "
         f"changes the experiment (a resume may change {', '.join(RESUME_SAFE[:-1])})",
     )
@@ -171,7 +172,7 @@ def first_unsafe(overrides: list[str]) -> str | None:
     which may confirm the saved one, aside), or None: to blame where the overrides do not compose on the default config
     (`pbt.fraction=0.9` where the default has no `pbt`)."""
     for override in overrides:
-        key = override.lstrip("+~").partition("=")[0]
+        key = override_key(override)
         if key.split(".")[0].split("/")[0] not in (*RESUME_SAFE, "hydra") and key != "env.id":
             return override
     return None

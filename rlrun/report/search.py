@@ -14,6 +14,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
 from hydra.errors import HydraException
 
+from rlrun.config.overrides import override_values
 from rlrun.report import plots
 from rlrun.storage import bounded, summary as run_summary
 from rlrun.storage.summary import TRAIN, DamagedJob
@@ -77,7 +78,7 @@ def _trial(directory: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]], 
     if not isinstance(sweeper.get("params"), dict) or not isinstance(task, list):
         return None
     space = _space(sweeper["params"])
-    values = dict(str(o).lstrip("+~").split("=", 1) for o in task if "=" in str(o))
+    values = override_values(task)
     return hydra, space, {k: values[k] for k in space if k in values}
 
 

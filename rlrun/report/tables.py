@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from hydra.errors import OverrideParseException
 
+from rlrun.config.overrides import override_key
 from rlrun.config.runnames import swept_in
 from rlrun.report.aggregate import (
     BOOTSTRAP_REPS,
@@ -128,7 +129,7 @@ def shared_settings(runs: pd.DataFrame) -> list[str]:
             swept = swept_in(task)
         except (bounded.FileRefused, KeyError, TypeError, OverrideParseException):  # a crafted command line
             continue
-        constant = [o for o in task if o.lstrip("+~").partition("=")[0] not in swept]
+        constant = [o for o in task if override_key(o) not in swept]
         if constant:
             lines += [f"Every job of the sweep `{sweep}` has " + " ".join(f"`{o}`" for o in constant) + ".", ""]
     return lines

@@ -9,11 +9,11 @@ checkpoint is resumed as `python -m rlrun.resume <job dir>` resumes it, and a jo
 stopped before its first checkpoint) starts in an emptied directory. The batched launcher does the same for
 its groups (`hydra.launcher.resume=true`).
 
-Hydra writes each job's `.hydra/` before the job runs; during a continuation it writes it into
-`.hydra/resume_<time>/` instead (`hydra.output_subdir`), so a finished job's files stay as they were: the
-record is removed from a kept job, stays in a resumed job (as `rlrun.resume` leaves one) and becomes the
-`.hydra/` of a job that starts now (`rlrun.resume.continued_job`, which the task function applies where
-`MARKER` is set).
+Hydra writes each job's `.hydra/` before the job runs; during a continuation it writes none
+(`hydra.output_subdir=null`) and each job writes Hydra's record itself once it goes on
+(`rlrun.resume.continued_job`, which the task function applies where `MARKER` is set): a kept job gets none,
+so its files stay as they were, a resumed job gets `.hydra/resume_<time>/` (as `rlrun.resume` leaves one)
+once its resume is accepted (a refused one writes nothing there), a job that starts now its `.hydra/`.
 
 `planned_jobs` recomputes the job directories of such a sweep for the report (Hydra's override parser, the
 basic sweeper's cartesian product, rlrun's job names), so a job that never started is counted too.
@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rlrun.config.overrides import override_key, override_value
 from rlrun.errors import ConfigError
 from rlrun.storage import bounded, rundir
 
@@ -69,10 +70,6 @@ def _saved(sweep_dir: Path) -> dict[str, Any]:
     return hydra
 
 
-def _key(override: str) -> str:
-    return override.partition("=")[0].lstrip("+~")
-
-
 def continue_argv(sweep_dir: Path, overrides: list[str]) -> list[str]:
     """The command line (for `python -m rlrun.train`, less `hydra.sweep.dir`) that continues the sweep in
     `sweep_dir`. `overrides` may only repeat the saved `env.id` (a `module:` id is imported only when the
@@ -88,9 +85,9 @@ def continue_argv(sweep_dir: Path, overrides: list[str]) -> list[str]:
             "finished trials are kept where they are",
         )
     task = list(hydra["overrides"]["task"])
-    saved_ids = [o.partition("=")[2] for o in task if _key(o) == "env.id"]
+    saved_ids = [override_value(o) for o in task if override_key(o) == "env.id"]
     for o in overrides:
-        if _key(o) != "env.id" or o.partition("=")[2] not in saved_ids:
+        if override_key(o) != "env.id" or override_value(o) not in saved_ids:
             raise ConfigError(
                 "resume",
                 f"{sweep_dir} {o}",
@@ -103,13 +100,13 @@ def continue_argv(sweep_dir: Path, overrides: list[str]) -> list[str]:
                 value,
                 f"repeated on the command line to continue this sweep: {continue_command(sweep_dir)} env.id={value}",
             )
-    own = [o for o in hydra["overrides"]["hydra"] if not _key(o).startswith(OWN_SETTINGS)]
+    own = [o for o in hydra["overrides"]["hydra"] if not override_key(o).startswith(OWN_SETTINGS)]
     for o in own:
-        if any(part in _key(o) for part in REFUSED):
+        if any(part in override_key(o) for part in REFUSED):
             raise ConfigError(
                 "resume",
                 str(sweep_dir),
-                f"a sweep without {_key(o)} in its Hydra overrides (it chooses code)",
+                f"a sweep without {override_key(o)} in its Hydra overrides (it chooses code)",
             )
     argv = ["-m", *task, *own]
     config_name = (hydra.get("job") or {}).get("config_name")
@@ -123,7 +120,8 @@ def continue_argv(sweep_dir: Path, overrides: list[str]) -> list[str]:
         argv.append("hydra.launcher.resume=true")
     else:
         record = datetime.now().strftime(".hydra/resume_%Y-%m-%d_%H-%M-%S-%f")
-        argv += [f"hydra.output_subdir={record}", f"+hydra.job.env_set.{MARKER}=1"]
+        # Hydra writes no record before a job runs: the job writes it once it goes on (a kept job: none)
+        argv += ["hydra.output_subdir=null", f"+hydra.job.env_set.{MARKER}={record}"]
     return argv
 
 

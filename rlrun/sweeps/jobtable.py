@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from rlrun.config.overrides import override_values
 from rlrun.storage import agent_dirs, bounded, rundir, summary as run_summary
 from rlrun.storage.summary import EVAL, TRAIN, DamagedJob, Summary, read_file
 from rlrun.sweeps.labels import flatten, labelled, pbt_explored
@@ -123,7 +124,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     summary: Summary = (
         run_summary.read(run_dir) if summary_file.exists() else {"status": INCOMPLETE, "error": unfinished(run_dir)}
     )
-    pairs = dict(o.lstrip("+~").split("=", 1) for o in overrides if "=" in o)
+    pairs = override_values(overrides)
     pairs.pop("seed", None)
     seed = cfg.get("seed")
     row: dict[str, Any] = {

@@ -99,9 +99,10 @@ def refusing(main: Callable[[], None]) -> None:
 def merged(defaults: Sequence[str], overrides: Sequence[str]) -> list[str]:
     """`defaults` with `overrides` in place of those that set the same key, then the other `overrides`: the
     command line names each key once (Hydra would let the later one win)."""
-    key = lambda o: o.split("=", 1)[0].lstrip("+~")  # noqa: E731
-    given = {key(o): o for o in overrides}
-    return [given.pop(key(d), d) for d in defaults] + list(given.values())
+    from rlrun.config.overrides import override_key
+
+    given = {override_key(o): o for o in overrides}
+    return [given.pop(override_key(d), d) for d in defaults] + list(given.values())
 
 
 def train_cmd(overrides: Sequence[str], run_dir: str) -> list[str]:

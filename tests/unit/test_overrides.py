@@ -62,3 +62,49 @@ def test_the_command_line_reads_them_so(args, out):
         assert proc.returncode == 0 and out in proc.stdout, proc.stderr
     else:  # rlrun's line alone: not Hydra's advice to append the misspelt key with +
         assert proc.returncode == 2 and proc.stderr == out, proc.stderr
+
+
+# Overrides as rlrun's commands see them: added, forced, deleted, group choices, lists, quoted `=`, sweeps
+CORPUS = [
+    "+a.b=1",
+    "~a",
+    "~a=1",
+    "++a=1",
+    "a=[1,2]",
+    "a=[1, 2]",
+    "hydra/launcher=batched",
+    "a='x=y'",
+    'a="x=y"',
+    "a=",
+    "seed=1,2,3",
+    "lr=range(1,3)",
+    "optimizer.lr=choice(0.1,0.01)",
+    "group@pkg=x",
+    "+experiment=minatar_breakout",
+    "logger=[tensorboard,csv]",
+    "env.id=module:Env-v0",
+    "a={b:1,c:2}",
+    "a=1e5",
+    "a=null",
+    "a=${b}",
+]
+
+
+@pytest.mark.parametrize("override", CORPUS)
+def test_the_key_and_value_are_what_hydras_parser_reads(override):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from rlrun.config.overrides import override_key, override_value, split
+
+    parser = OverridesParser.create()
+    parsed = parser.parse_override(override)
+    assert override_key(override) == parsed.key_or_group + (f"@{parsed.package}" if parsed.package else "")
+    assert (split(override)[1] is None) == (parsed.value_type is None)
+    if parsed.value_type is not None:  # the value's text means what Hydra read (as typed: `[1, 2]` keeps its space)
+        assert parser.parse_override(f"k={override_value(override)}").value() == parsed.value()
+
+
+def test_values_are_the_overrides_with_a_value():
+    from rlrun.config.overrides import override_values
+
+    assert override_values(["+a=1", "~b", "c='x=y'", "a=2"]) == {"a": "2", "c": "'x=y'"}
