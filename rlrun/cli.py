@@ -69,7 +69,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
         return train(cfg, out_dir)
 
     if sweep_job is not None:  # a job of a sweep `python -m rlrun.resume <sweep dir>` continues
-        job = continued_job(job, out_dir)
+        job = continued_job(job, out_dir, cfg)
     return objective(run_job(job, out_dir, sweep_job), cfg.objective)
 
 

@@ -143,13 +143,33 @@ def log_to(run_dir: Path) -> None:
         root.addHandler(handler)
 
 
+def check_state(cfg: DictConfig, state: dict[str, Any]) -> None:
+    """The checkpoint's records that need no built parts (its format, PBT's state, the work a signal left
+    owed, the stopped agents), checked as the trainer checks them when it loads them, but before anything is
+    written: a CheckpointError naming what does not fit."""
+    from rlrun.config.validate import check_explored
+    from rlrun.training import trainer_state
+    from rlrun.training.agents import agent_labels, make_pbt
+
+    trainer_state.check_format(state)
+    pbt = make_pbt(cfg, lambda key, found: check_explored(cfg, key, found))
+    if pbt is not None:
+        pbt.check_state(state.get("pbt"))
+    trainer_state._pending(state.get("pending", []), pbt is not None)
+    trainer_state._failed_agents(state.get("failed_agents", {}), len(agent_labels(cfg)))
+
+
 def resume_in_place(
-    run_dir: Path, overrides: list[str], record: bool = True, env_id: str | None = None
+    run_dir: Path,
+    overrides: list[str],
+    record: bool | Callable[[], None] = True,
+    env_id: str | None = None,
 ) -> dict[str, Any]:
     """Train the run in `run_dir` on from its checkpoint (its summary); raises what `run_job` turns into
-    exit codes. `record`: write `.hydra/resume_<time>/` and log to the run's train.log (a job of a continued
-    sweep, run inside Hydra's app, has Hydra's record and logging, no overrides, and the `env_id` its
-    command line repeats)."""
+    exit codes. Every refusal comes before anything is written. `record`: write `.hydra/resume_<time>/` and
+    log to the run's train.log; a callable writes its own record instead (a job of a continued sweep, run
+    inside Hydra's app, has Hydra's record and logging, no overrides, and the `env_id` its command line
+    repeats)."""
     if not run_dir.is_dir() or not rundir.holds_run(run_dir):
         raise ConfigError("resume", str(run_dir), "an existing run directory of rlrun")
     rundir.claim(run_dir)  # before reading anything: a concurrent resume is refused here
@@ -168,8 +188,11 @@ def resume_in_place(
     cfg = saved_config.resumed(run_dir, saved, overrides, composed)
     check_unfinished(run_dir, state, cfg)
     preflight.check_job(cfg, {})
+    check_state(cfg, state)
     agent_dirs.check(*dir_plan(cfg), run_dir, new=False)  # the agents' own dirs: refused before the record below
-    if record:
+    if callable(record):
+        record()
+    elif record:
         where = run_dir / ".hydra" / datetime.now().strftime("resume_%Y-%m-%d_%H-%M-%S-%f")  # never reused
         where.mkdir(parents=True, exist_ok=True)
         rundir.write_text(where / "overrides.yaml", yaml.safe_dump(list(overrides)))
@@ -203,35 +226,48 @@ def continue_sweep(sweep_dir: Path, overrides: list[str]) -> None:
     runpy.run_module("rlrun.train", run_name="__main__", alter_sys=True)  # the sweep's own command, then exit
 
 
-def continued_job(job: Callable[[], dict[str, Any]], out_dir: Path) -> Callable[[], dict[str, Any]]:
+def continued_job(job: Callable[[], dict[str, Any]], out_dir: Path, cfg: DictConfig) -> Callable[[], dict[str, Any]]:
     """A job of a sweep as `python -m rlrun.resume <sweep dir>` continues it (rlrun.sweeps.continuation; in
-    another sweep, `job`): its summary kept (a finished or failed job is not rerun), its checkpoint resumed,
-    or `job` run from an emptied directory."""
+    another sweep, `job`): its summary kept (a finished or failed job is not rerun, nothing written), its
+    checkpoint resumed (Hydra's record of the job in `.hydra/resume_<time>/`, written once the resume is
+    accepted), or `job` run from an emptied directory (its record is its `.hydra/`). `cfg`: the job's config
+    as Hydra composed it, for the record Hydra does not write during a continuation."""
     from hydra.core.hydra_config import HydraConfig
 
     from rlrun.sweeps.continuation import MARKER
 
-    if not os.environ.get(MARKER):
+    subdir = os.environ.get(MARKER)  # where a resumed job's record goes: .hydra/resume_<time>
+    if not subdir:
         return job
     hydra = HydraConfig.get()
-    record = out_dir / str(hydra.output_subdir) if hydra.output_subdir is not None else None  # resume_<time>
     if (out_dir / run_summary.FILE).exists():
-        if record is not None:
-            shutil.rmtree(record, ignore_errors=True)
-        logging.getLogger(__name__).info("rlrun: %s has its summary: kept, not rerun", out_dir)
+        print(f"rlrun: {out_dir} has its summary: kept, not rerun", flush=True)  # not into its train.log
         return lambda: dict(run_summary.read(out_dir))
     if any((out_dir / name).exists() for name in (ckpt.LATEST, ckpt.PREVIOUS)):
         given = [override_value(str(o)) for o in hydra.overrides.task if str(o).startswith("env.id=")]
-        # Hydra's record is .hydra/resume_<time>/; a `module:` env id is the one the command line repeated
-        return lambda: resume_in_place(out_dir, [], record=False, env_id=given[-1] if given else None)
+        # a `module:` env id is the one the command line repeated
+        env_id = given[-1] if given else None
+        return lambda: resume_in_place(out_dir, [], lambda: hydra_record(out_dir / subdir, cfg), env_id)
     for p in list(out_dir.iterdir()) if out_dir.is_dir() else []:  # what a start before any checkpoint left
         if p.name not in (rundir.LOCK_NAME, ".hydra"):
             shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-    if record is not None and record.is_dir():  # the job starts now: its record is its .hydra/
-        for f in record.iterdir():
-            os.replace(f, out_dir / ".hydra" / f.name)
-        shutil.rmtree(record, ignore_errors=True)
+    hydra_record(out_dir / ".hydra", cfg)  # the job starts now
     return job
+
+
+def hydra_record(where: Path, cfg: DictConfig) -> None:
+    """The record Hydra writes into a job's `.hydra/` (config.yaml, hydra.yaml, overrides.yaml), written
+    into `where` for a job of a continued sweep (which runs with `hydra.output_subdir=null`)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    hydra = HydraConfig.get()
+    node: Any = OmegaConf.to_container(hydra)  # unresolved, as Hydra writes it
+    node["output_subdir"] = ".hydra"  # as the job's first run recorded it
+    where.mkdir(parents=True, exist_ok=True)
+    rundir.write_text(where / "config.yaml", OmegaConf.to_yaml(cfg))
+    rundir.write_text(where / "hydra.yaml", OmegaConf.to_yaml({"hydra": node}))
+    rundir.write_text(where / "overrides.yaml", OmegaConf.to_yaml(hydra.overrides.task))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,11 +9,11 @@ checkpoint is resumed as `python -m rlrun.resume <job dir>` resumes it, and a jo
 stopped before its first checkpoint) starts in an emptied directory. The batched launcher does the same for
 its groups (`hydra.launcher.resume=true`).
 
-Hydra writes each job's `.hydra/` before the job runs; during a continuation it writes it into
-`.hydra/resume_<time>/` instead (`hydra.output_subdir`), so a finished job's files stay as they were: the
-record is removed from a kept job, stays in a resumed job (as `rlrun.resume` leaves one) and becomes the
-`.hydra/` of a job that starts now (`rlrun.resume.continued_job`, which the task function applies where
-`MARKER` is set).
+Hydra writes each job's `.hydra/` before the job runs; during a continuation it writes none
+(`hydra.output_subdir=null`) and each job writes Hydra's record itself once it goes on
+(`rlrun.resume.continued_job`, which the task function applies where `MARKER` is set): a kept job gets none,
+so its files stay as they were, a resumed job gets `.hydra/resume_<time>/` (as `rlrun.resume` leaves one)
+once its resume is accepted (a refused one writes nothing there), a job that starts now its `.hydra/`.
 
 `planned_jobs` recomputes the job directories of such a sweep for the report (Hydra's override parser, the
 basic sweeper's cartesian product, rlrun's job names), so a job that never started is counted too.
@@ -120,7 +120,8 @@ def continue_argv(sweep_dir: Path, overrides: list[str]) -> list[str]:
         argv.append("hydra.launcher.resume=true")
     else:
         record = datetime.now().strftime(".hydra/resume_%Y-%m-%d_%H-%M-%S-%f")
-        argv += [f"hydra.output_subdir={record}", f"+hydra.job.env_set.{MARKER}=1"]
+        # Hydra writes no record before a job runs: the job writes it once it goes on (a kept job: none)
+        argv += ["hydra.output_subdir=null", f"+hydra.job.env_set.{MARKER}={record}"]
     return argv
 
 

@@ -188,6 +188,34 @@ def test_a_crafted_pbt_state_is_refused_with_one_line_and_loses_no_record(pbt_ru
     assert {name: (run / name).read_bytes() for name in kept} == kept
 
 
+def listing(path):
+    """Every path under `path` (directories too) with its modification time and size: nothing written."""
+    return {str(p.relative_to(path)): (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(path.rglob("*"))}
+
+
+@pytest.mark.parametrize(
+    "refused, args",
+    [("crafted pbt state", ["total_steps=960"]), ("finished", []), ("bad override", ["seed=7"]),
+     ("unknown key", ["nope=1"]), ("bad value", ["total_steps=foo"])],
+)  # fmt: skip
+def test_a_refused_resume_writes_nothing(pbt_run, tmp_path, refused, args):
+    """Bad input is refused before anything is written: no `.hydra/resume_<time>/`, no log or csv touched."""
+    import torch
+
+    from rlrun.storage import checkpoint as ckpt
+
+    run = tmp_path / "run"
+    shutil.copytree(pbt_run, run)  # the lock file too: a resume of a run finds it there
+    if refused == "crafted pbt state":
+        state = torch.load(run / ckpt.LATEST, weights_only=True)
+        torch.save(crafted(state, "diverged=[99]"), run / ckpt.LATEST)
+    before = listing(run)
+    for command in (("rlrun.resume", run), ("rlrun.train", f"resume={run}")):
+        proc = in_process(*command, *args, rc=2)
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert listing(run) == before, (command, proc.stderr)
+
+
 def test_a_pbt_run_resumes_from_its_own_state(pbt_run, tmp_path):
     run = copy_run(pbt_run, tmp_path / "run")
     rows = (run / "pbt.csv").read_text().splitlines()

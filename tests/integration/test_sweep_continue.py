@@ -34,14 +34,20 @@ def finished(job_dir):
     return json.loads((job_dir / "summary.json").read_text())["status"] == "finished"
 
 
+def listing(path):
+    """Every path under `path` (directories too) with its modification time and size."""
+    return {str(p.relative_to(path)): (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(path.rglob("*"))}
+
+
 def check_continued(sweep_dir, kept):
-    """The continue command finishes the sweep: the job finished before is untouched, every job finished."""
-    before = {d: ((d / "summary.json").stat().st_mtime_ns, (d / "summary.json").read_bytes()) for d in kept}
+    """The continue command finishes the sweep: the job finished before is untouched (nothing written in it,
+    not even a record removed again), every job finished."""
+    before = {d: listing(d) for d in kept}
     proc = run_module("rlrun.resume", sweep_dir, env=ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert all(finished(sweep_dir / f"seed={s}") for s in range(3))
-    for d, (mtime, text) in before.items():
-        assert ((d / "summary.json").stat().st_mtime_ns, (d / "summary.json").read_bytes()) == (mtime, text)
+    for d, files in before.items():
+        assert listing(d) == files
     assert "3 jobs (3 finished)" in (sweep_dir / "report.md").read_text()
     return proc
 
@@ -61,6 +67,10 @@ def test_a_stopped_sweep_continues_with_the_command_it_prints(tmp_path):
 
     proc = check_continued(sweep_dir, [sweep_dir / "seed=0"])
     assert f"resuming {sweep_dir / 'seed=1'} from env step" in proc.stdout  # from its checkpoint
+    records = list((sweep_dir / "seed=1" / ".hydra").glob("resume_*"))  # Hydra's record of the resumed job
+    assert len(records) == 1 and sorted(p.name for p in records[0].iterdir()) == [
+        "config.yaml", "hydra.yaml", "overrides.yaml"
+    ]  # fmt: skip
     assert (sweep_dir / "seed=2" / ".hydra" / "config.yaml").is_file()  # a job started now: its own .hydra/
     assert sorted(p.name for p in (sweep_dir / "seed=0" / ".hydra").iterdir()) == [
         "config.yaml", "hydra.yaml", "overrides.yaml"

@@ -42,7 +42,10 @@ def test_the_continuation_reruns_the_same_sweep_into_its_directory(tmp_path):
     s = sweep(tmp_path, ["seed=0,1", "total_steps=600"], hydra=["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"])
     argv = continue_argv(s, [])
     assert argv[:5] == ["-m", "seed=0,1", "total_steps=600", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
-    assert f"+hydra.job.env_set.{MARKER}=1" in argv and not any(a.startswith("hydra.sweep.dir") for a in argv)
+    assert "hydra.output_subdir=null" in argv  # each job writes Hydra's record once it goes on
+    assert any(a.startswith(f"+hydra.job.env_set.{MARKER}=.hydra/resume_") for a in argv) and not any(
+        a.startswith("hydra.sweep.dir") for a in argv
+    )
     assert not any(a.startswith("hydra.mode") for a in argv)
     again = sweep(tmp_path, ["seed=0,1"], hydra=argv[3:], launcher=BATCHED)  # its own settings are not taken twice
     argv = continue_argv(again, [])
