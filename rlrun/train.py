@@ -10,13 +10,15 @@ is imported only once a run starts, so `--help` and refused commands return quic
 from __future__ import annotations
 
 if __name__ == "__main__":  # `python -m rlrun.train`: a signal during the imports below gets one line too
+    from rlrun import process_exit
+
+    process_exit.register()  # before any module registers its atexit handler: this one runs after them all
     from rlrun.training import signals
 
     signals.stop_on_signal()
     from rlrun.cli import main
-    from rlrun.process_exit import run_then_exit
 
-    run_then_exit(main)
+    process_exit.run_then_exit(main)
 else:
     import inspect
     import sys
