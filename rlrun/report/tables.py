@@ -204,6 +204,18 @@ def sensitivity_section(runs: pd.DataFrame, out: Path, reps: int) -> list[str]:
     ]
 
 
+def curves_figure(runs: pd.DataFrame, out: Path, thresholds: dict[str, float]) -> tuple[Path | None, list[str]]:
+    """curves.png (the training and greedy-evaluation curves of the finished jobs; None where there are none)
+    and the curves it leaves out because they cannot be read, one line each (each also said on stderr)."""
+    train, evals = curves_of(runs), curves_of(runs, EVAL_TAG)
+    unreadable = []
+    for what, curves in (("training curve", train), ("evaluation curve", evals)):
+        for job, why in curves.attrs["damaged"]:
+            print(f"rlrun: warning: left out the {what} of {job}: {why}", file=sys.stderr)
+            unreadable.append(f"- `{job}` ({what}): {why}")
+    return plot_curves(train, out / "curves.png", thresholds, 100, evals), unreadable
+
+
 def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path | None = None) -> str:
     """Write report.md, report.csv, curves.png, profile.png and sensitivity.png into `out` (by default the one
     folder `root`) for the runs under `root` (a folder, or several); returns the markdown. Runs of the same
@@ -313,18 +325,16 @@ def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path 
     if waiting:
         lines += ["", "## Jobs not started", ""]
         lines += [f"- `{job}`: continue the sweep with {continue_command(sweep)}" for sweep, job in waiting]
+    curves, unreadable = curves_figure(runs, out, done.groupby("env")["reward_threshold"].first().to_dict())
     sections = (
         ("Jobs left out of the aggregates", left_out(runs)),
         ("Repeated seeds (one job kept per configuration and seed)", merged_seeds(merged)),
         ("Damaged jobs (skipped)", damaged),
+        ("Curves left out (unreadable)", unreadable),
     )
     for title, items in sections:
         lines += ["", f"## {title}", "", *items] if items else []
-    thresholds = done.groupby("env")["reward_threshold"].first().to_dict()
-    figures = [
-        (plot_curves(curves_of(runs), out / "curves.png", thresholds, 100, curves_of(runs, EVAL_TAG)), "curves"),
-        (plot_profile(runs, out / "profile.png", reps // 2), "performance profile"),
-    ]
+    figures = [(curves, "curves"), (plot_profile(runs, out / "profile.png", reps // 2), "performance profile")]
     shown_figures = [f"![{what}]({path.name})" for path, what in figures if path is not None]
     if shown_figures:
         lines += ["", *shown_figures]

@@ -118,3 +118,23 @@ def test_the_report_names_damaged_jobs_and_jobs_left_out_of_the_iqm(tmp_path):
     assert f"- `{not_yaml}`: config.yaml is not YAML" in text
     assert f"## Jobs left out of the aggregates\n\n- `{nan_job}`: final_eval_return is nan, left out" in text
     assert " 300.0 [" in text  # the IQM of the five finite returns 100..500: (200 + 300 + 400) / 3
+
+
+def test_the_report_names_curves_it_cannot_read(tmp_path):
+    """A finished job whose episodes.csv holds a value that is no number: its curve is left out of curves.png,
+    and report.md and stderr say so, one line each."""
+    sweep = tmp_path / "sweep"
+    for seed in range(3):
+        make_run(sweep, 0.001, seed, 100.0 + seed, 50.0, None)
+        rows = "env_step,episode,return,length\n" + "".join(f"{10 * i},{i},{i}.0,10\n" for i in range(1, 5))
+        (sweep / "optimizer.lr=0.001" / f"seed={seed}" / "episodes.csv").write_text(rows)
+    bad = sweep / "optimizer.lr=0.001" / "seed=1"
+    (bad / "episodes.csv").write_text("env_step,episode,return,length\n10,1,ten,10\n")
+
+    proc = in_process("rlrun.report", sweep, rc=0)
+
+    *warnings, _ = proc.stderr.strip().splitlines()
+    assert len(warnings) == 1 and f"left out the training curve of {bad}: episodes.csv" in warnings[0], proc.stderr
+    text = (sweep / "report.md").read_text()
+    assert f"## Curves left out (unreadable)\n\n- `{bad}` (training curve): episodes.csv" in text
+    assert "3 jobs (3 finished)" in text  # the job itself counts
