@@ -40,7 +40,7 @@ def memory_format(channels_last: bool | None, device: torch.device, encoder: str
     """The memory format of a frame network's weights. Channels-last lets oneDNN run the convolutions without
     reordering their activations. On an Intel Xeon without native bf16 (2026-12-07, `python scripts/bench.py
     pixels`, one shared core) a Nature-CNN Adam step took 1.17x less time on a batch of 256 frames and 1.03x
-    on 32, and a whole `+experiment=pqn_atari` run of 10,240 steps 1.18x less CPU time; DER's small network
+    on 32, and a whole `+experiment=pqn_atari` run of 10,240 steps 1.22x less CPU time; DER's small network
     gained nothing (0.92-1.05x). `None` (the default) turns it on where it was measured to pay: the Nature CNN
     on the CPU; on CUDA it stays off until measured there. The weights' values, and what a checkpoint holds,
     are the same either way."""
