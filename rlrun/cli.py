@@ -2,7 +2,7 @@
 
 `main` checks the command before Hydra writes anything (`rlrun.config.preflight`), then hands it to the Hydra app
 `hydra_main`, a thin wrapper that calls `train` and returns the objective sweepers optimise. Everything that
-can go wrong becomes one line on stderr and an exit code (`rlrun.training.jobs`).
+can go wrong becomes one line on stderr and an exit code (`rlrun.errors.fail`, `rlrun.training.jobs`).
 
 Nothing here imports torch until a config is validated (the algorithms' modules under rlrun/algos import it
 only where they build a learner), so `--help` is quick. `--help` is rlrun's own (`print_help`): the groups
@@ -38,11 +38,11 @@ from rlrun.config.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSourc
 from rlrun.config.argv import given_overrides, normalized_argv
 from rlrun.config.overrides import given_twice, group_options
 from rlrun.config.schemas import register_configs
-from rlrun.errors import ConfigError
+from rlrun.errors import ConfigError, Exit, fail
 from rlrun.storage import rundir
 from rlrun.storage.summary import objective
 from rlrun.training import signals
-from rlrun.training.jobs import EXIT_CONFIG, EXIT_OS, fail, run_job
+from rlrun.training.jobs import run_job
 from rlrun.version import __version__
 
 
@@ -83,12 +83,12 @@ def main() -> None:
     with composed_once():  # the checks read the command line more than once: composed once
         args = sys.argv[1:] = normalized_argv(sys.argv[1:])  # total_steps=1e5: an integer
         if (twice := given_twice(given_overrides(args))) is not None:  # Hydra would keep the last silently
-            fail(EXIT_CONFIG, str(preflight.CompositionError(twice)))
+            fail(str(preflight.CompositionError(twice)), Exit.BAD_INPUT)
         if "--help" in args or "-h" in args:
             try:
                 print_help(args)
             except ConfigError as e:
-                fail(EXIT_CONFIG, str(e))
+                fail(str(e), Exit.BAD_INPUT)
             except BrokenPipeError:  # `--help | head`: the reader has what it wanted
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             return
@@ -97,12 +97,12 @@ def main() -> None:
             if plan is None:
                 check_shown_config(args)
         except (ConfigError, rundir.RunDirError) as e:
-            fail(EXIT_CONFIG, str(e))
+            fail(str(e), Exit.BAD_INPUT)
         except OSError as e:
             fail(
-                EXIT_OS,
                 f"cannot create the run directory ({e}); choose another with hydra.run.dir=... "
                 "(or hydra.sweep.dir=... for -m)",
+                Exit.CANNOT_WRITE,
             )
     if plan is not None and plan.resume is not None:
         # the run's machinery (torch, envs) only once a job runs, not for errors and --help

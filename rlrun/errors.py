@@ -1,10 +1,32 @@
-"""The errors every layer may raise, on the ground floor: this module imports nothing of rlrun, so any
-module can import it at the top without making an import cycle."""
+"""The errors every layer may raise, every command's exit codes (`Exit`) and its one way to stop on one
+(`fail`), on the ground floor: this module imports nothing of rlrun, so any module can import it at the
+top without making an import cycle."""
 
 from __future__ import annotations
 
 import difflib
-from typing import Any
+import sys
+from enum import IntEnum
+from typing import Any, NoReturn
+
+
+class Exit(IntEnum):
+    """The exit codes of every rlrun command (docs/guarantees.md lists them for users). A signal that stops
+    a run before it started exits 128 + the signal's number, as a shell reports it."""
+
+    OK = 0
+    FAILED = 1  # what no code below names (a bug: Python's traceback; a compare round whose run failed)
+    BAD_INPUT = 2  # refused before anything is written: a config, an argument, a directory, a file
+    NONFINITE = 3  # a loss, gradient norm or Q-value became NaN or infinite
+    CANNOT_WRITE = 4  # a directory or file that cannot be written, a full disk, a stdout that is gone
+    ENV_FAILED = 5  # the env raised in step()
+    STOPPED = 75  # EX_TEMPFAIL: stopped by a signal with what it ran kept; try again (resume)
+
+
+def fail(message: str, code: int = Exit.BAD_INPUT, *, command: str = "rlrun") -> NoReturn:
+    """Stop the command: `message` as one line on stderr, led by the command's name, and exit `code`."""
+    print(f"{command}: {message}", file=sys.stderr)
+    sys.exit(int(code))
 
 
 class ConfigError(ValueError):

@@ -22,14 +22,14 @@ import os
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import gymnasium as gym
 import torch
 
 from rlrun import console, policy
 from rlrun.config import saved
-from rlrun.errors import ConfigError
+from rlrun.errors import ConfigError, Exit, fail
 from rlrun.storage import checkpoint as ckpt, rundir
 from rlrun.training.build import make_eval_envs
 from rlrun.training.device import resolve_device
@@ -44,37 +44,35 @@ USAGE = (
 BOOLEANS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
 
-def fail(code: int, message: str) -> NoReturn:
-    print(f"rlrun.evaluate: {message}", file=sys.stderr)
-    sys.exit(code)
+COMMAND = "rlrun.evaluate"  # leads each line of `fail`
 
 
 def parse(argv: list[str]) -> tuple[Path, dict[str, Any]]:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)
-        sys.exit(0 if argv else 2)
+        sys.exit(Exit.OK if argv else Exit.BAD_INPUT)
     opts: dict[str, Any] = {"episodes": 10, "seed": 0, "video": False, "device": "auto", "env.id": None}
     for arg in argv[1:]:
         key, sep, value = arg.partition("=")
         if not sep or key not in opts:
-            fail(2, f"unknown argument {arg!r}; allowed keys: {', '.join(opts)}")
+            fail(f"unknown argument {arg!r}; allowed keys: {', '.join(opts)}", Exit.BAD_INPUT, command=COMMAND)
         if key in ("episodes", "seed"):
             try:
                 opts[key] = int(value)
             except ValueError:
-                fail(2, f"{key} must be an integer, got {value!r}")
+                fail(f"{key} must be an integer, got {value!r}", Exit.BAD_INPUT, command=COMMAND)
         elif key == "video":
             if value.lower() not in BOOLEANS:
-                fail(2, f"video must be one of {', '.join(BOOLEANS)}, got {value!r}")
+                fail(f"video must be one of {', '.join(BOOLEANS)}, got {value!r}", Exit.BAD_INPUT, command=COMMAND)
             opts[key] = BOOLEANS[value.lower()]
         else:
             opts[key] = value
     if opts["episodes"] < 1:
-        fail(2, f"episodes must be >= 1, got {opts['episodes']}")
+        fail(f"episodes must be >= 1, got {opts['episodes']}", Exit.BAD_INPUT, command=COMMAND)
     if not 0 <= opts["seed"] < 2**32:
-        fail(2, f"seed must be in [0, {2**32 - 1}], got {opts['seed']}")
+        fail(f"seed must be in [0, {2**32 - 1}], got {opts['seed']}", Exit.BAD_INPUT, command=COMMAND)
     if opts["device"] not in ("auto", "cpu", "cuda"):
-        fail(2, f"device must be one of auto, cpu, cuda, got {opts['device']!r}")
+        fail(f"device must be one of auto, cpu, cuda, got {opts['device']!r}", Exit.BAD_INPUT, command=COMMAND)
     return Path(argv[0]), opts
 
 
@@ -145,9 +143,11 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         video_dir = new_video_dir(out_dir, opts["seed"]) if opts["video"] else None
         returns, videos = play(found, opts, device, video_dir)
     except (ConfigError, ckpt.CheckpointError, rundir.RunDirError) as e:
-        fail(2, str(e))
+        fail(str(e), Exit.BAD_INPUT, command=COMMAND)
     except RuntimeError as e:  # weights of another shape than the config's network
-        fail(2, f"the weights in {path} do not fit their config: {str(e).splitlines()[0]}")
+        fail(
+            f"the weights in {path} do not fit their config: {str(e).splitlines()[0]}", Exit.BAD_INPUT, command=COMMAND
+        )
     result = {
         "time": datetime.now().isoformat(timespec="seconds"),
         "source": str(path),
@@ -169,9 +169,13 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         rundir.append_line(out_dir / "evaluations.jsonl", json.dumps(result))  # every call kept
         rundir.write_text(out_dir / "evaluation.json", json.dumps(result, indent=2) + "\n")  # the latest
     except rundir.RunDirError as e:
-        fail(4, f"the results above were not saved: {e}")
+        fail(f"the results above were not saved: {e}", Exit.CANNOT_WRITE, command=COMMAND)
     except OSError as e:
-        fail(4, f"the results above were not saved: cannot write to {out_dir} ({e.strerror or e})")
+        fail(
+            f"the results above were not saved: cannot write to {out_dir} ({e.strerror or e})",
+            Exit.CANNOT_WRITE,
+            command=COMMAND,
+        )
     return result
 
 
@@ -180,7 +184,11 @@ def check_video_extra() -> None:
 
     missing = [m for m in ("moviepy", "pygame") if importlib.util.find_spec(m) is None]
     if missing:
-        fail(2, f"video=true needs the video extra (pip install -e '.[video]'): {', '.join(missing)} missing")
+        fail(
+            f"video=true needs the video extra (pip install -e '.[video]'): {', '.join(missing)} missing",
+            Exit.BAD_INPUT,
+            command=COMMAND,
+        )
 
 
 def new_video_dir(out_dir: Path, seed: int) -> Path:

@@ -25,7 +25,7 @@ from typing import NoReturn
 import torch
 
 from rlrun import console
-from rlrun.errors import ConfigError
+from rlrun.errors import ConfigError, Exit, fail
 from rlrun.policy import Policy, load
 from rlrun.storage import checkpoint as ckpt, rundir
 
@@ -36,14 +36,12 @@ USAGE = (
 )
 
 
-def fail(code: int, message: str) -> NoReturn:
-    print(f"rlrun.export: {message}", file=sys.stderr)
-    sys.exit(code)
+COMMAND = "rlrun.export"  # leads each line of `fail`
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints the usage first)
-        fail(2, f"{message}; usage: {USAGE}")
+        fail(f"{message}; usage: {USAGE}", Exit.BAD_INPUT, command=COMMAND)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -113,13 +111,21 @@ def main(argv: list[str] | None = None) -> None:
     console.guard()  # `| head -1`, a full or closed stdout: the export is written all the same
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.format == "onnx" and importlib.util.find_spec("onnx") is None:
-        fail(2, "--format onnx needs the export extra (pip install -e '.[export]'): onnx is not installed")
+        fail(
+            "--format onnx needs the export extra (pip install -e '.[export]'): onnx is not installed",
+            Exit.BAD_INPUT,
+            command=COMMAND,
+        )
     try:
         target = export(args.run, args.format, args.out, args.env_id)
     except (ConfigError, ckpt.CheckpointError, rundir.RunDirError) as e:
-        fail(2, str(e))
+        fail(str(e), Exit.BAD_INPUT, command=COMMAND)
     except OSError as e:
-        fail(4, f"cannot write the export: {e.strerror or e} ({e.filename or args.out or args.run})")
+        fail(
+            f"cannot write the export: {e.strerror or e} ({e.filename or args.out or args.run})",
+            Exit.CANNOT_WRITE,
+            command=COMMAND,
+        )
     print(f"wrote {target} ({args.format}: float observations (B, *obs_shape) -> Q-values (B, A))")
 
 

@@ -36,11 +36,11 @@ import yaml
 from rlrun import console
 from rlrun.config import preflight, saved as saved_config
 from rlrun.config.overrides import override_key, override_value
-from rlrun.errors import ConfigError, FinishedRunError, SolvedRunError
+from rlrun.errors import ConfigError, Exit, FinishedRunError, SolvedRunError, fail
 from rlrun.run import train
 from rlrun.storage import agent_dirs, checkpoint as ckpt, rundir, summary as run_summary
 from rlrun.training.agents import dir_plan
-from rlrun.training.jobs import EXIT_CONFIG, fail, run_job
+from rlrun.training.jobs import run_job
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -219,7 +219,7 @@ def continue_sweep(sweep_dir: Path, overrides: list[str]) -> None:
     try:
         argv = continuation.continue_argv(sweep_dir, overrides)
     except ConfigError as e:
-        fail(EXIT_CONFIG, str(e))
+        fail(str(e), Exit.BAD_INPUT)
     batching.continuing = sweep_dir.absolute()  # its own directory: not refused as a non-empty one
     signals.sweep_dir = sweep_dir
     sys.argv[1:] = [*argv, f"hydra.sweep.dir={preflight.hydra_quote(str(sweep_dir))}"]
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     console.guard()  # a closed, full or broken stdout/stderr never fails the run
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)
-        sys.exit(0 if argv else 2)
+        sys.exit(Exit.OK if argv else Exit.BAD_INPUT)
     stop_on_signal()
     from rlrun.sweeps.continuation import is_sweep
 

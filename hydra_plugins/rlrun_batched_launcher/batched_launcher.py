@@ -199,7 +199,9 @@ class BatchedLauncher(Launcher):
                 callbacks.on_job_end(config=config, job_return=ret)
                 returns[i] = ret
         if preempted:
-            raise SystemExit(75)  # EX_TEMPFAIL, as a preempted run: the lines above name the resume commands
+            from rlrun.errors import Exit
+
+            raise SystemExit(Exit.STOPPED)  # as a preempted run: the lines above name the resume commands
         return returns
 
     def _run(self, work: list[tuple], cuda: list[bool], sweep_dir: Path) -> list[Any]:

@@ -5,15 +5,12 @@ from __future__ import annotations
 import math
 import os
 import shlex
-import sys
 from pathlib import Path
-from typing import NoReturn
 
 from rlrun.config.overrides import split
 
 OWN = ("A", "B", "metric", "seeds", "max_seeds", "seed", "alpha", "name", "dir")
 DEFAULTS = {"metric": "solved", "seeds": "10", "max_seeds": "100", "seed": "0", "alpha": "0.05"}
-EXIT_CONFIG = 2
 
 
 class BadInput(ValueError):
@@ -121,6 +118,4 @@ def argv_keys(argv: list[str]) -> set[str]:
     return {a.partition("=")[0] for a in argv}
 
 
-def fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
-    print(f"rlrun.compare: {message}", file=sys.stderr)
-    sys.exit(code)
+COMMAND = "rlrun.compare"  # leads each line of `rlrun.errors.fail`

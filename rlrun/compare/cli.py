@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from rlrun import console
-from rlrun.compare.args import EXIT_CONFIG, BadInput, argv_keys, fail, folder, parse, settings
+from rlrun.compare.args import COMMAND, BadInput, argv_keys, folder, parse, settings
+from rlrun.errors import Exit, fail
 
 USAGE = """usage: python -m rlrun.compare A='<overrides>' B='<overrides>' [metric=solved|steps|final|auc] [seeds=N]
                             [max_seeds=M] [seed=FIRST] [alpha=0.05] [name=NAME] [dir=FOLDER] [overrides of both ...]
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)
-        sys.exit(0 if argv else EXIT_CONFIG)
+        sys.exit(Exit.OK if argv else Exit.BAD_INPUT)
     command_line = shlex.join(["python", "-m", "rlrun.compare", *argv])
     from rlrun.training import signals
 
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
 
         job = prepare(own, common, metric, alpha, command_line)
     except BadInput as e:
-        fail(str(e))
+        fail(str(e), Exit.BAD_INPUT, command=COMMAND)
     except ReportExtraMissing as e:
-        fail(str(e))
+        fail(str(e), Exit.BAD_INPUT, command=COMMAND)
     run_rounds(job)

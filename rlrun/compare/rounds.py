@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from rlrun.config.preflight import hydra_quote
+from rlrun.errors import Exit
 from rlrun.storage import bounded, rundir, summary as run_summary
 from rlrun.sweeps.jobtable import FINISHED
-from rlrun.training.signals import EXIT_PREEMPTED
 
 PLAN = "plan.json"
 ARMS = ("A", "B")
@@ -72,7 +72,7 @@ class Plan:
 class RoundError(Exception):
     """A round that cannot be run or read (the message says which and what to do); `code` is the exit code."""
 
-    def __init__(self, message: str, code: int = 1):
+    def __init__(self, message: str, code: int = Exit.FAILED):
         super().__init__(message)
         self.code = code
 
@@ -84,7 +84,7 @@ def saved_plan(root: Path) -> Plan | None:
     try:
         return Plan(**bounded.load_json(path))
     except (ValueError, TypeError) as e:  # bounded.FileRefused is a ValueError
-        raise RoundError(f"{path} is not a comparison's plan ({e}); choose another name=", 2) from None
+        raise RoundError(f"{path} is not a comparison's plan ({e}); choose another name=", Exit.BAD_INPUT) from None
 
 
 def check_plan(root: Path, plan: Plan) -> None:
@@ -95,17 +95,17 @@ def check_plan(root: Path, plan: Plan) -> None:
     try:
         rundir.check_unlinked(rounds, root)
     except rundir.RunDirError as e:
-        raise RoundError(str(e), 2) from None
+        raise RoundError(str(e), Exit.BAD_INPUT) from None
     saved = saved_plan(root)
     if saved is not None and saved != plan:
         changed = [k for k, v in asdict(plan).items() if asdict(saved).get(k) != v]
         raise RoundError(
             f"{root} holds a comparison with other settings ({', '.join(changed)} differ: "
             f"{', '.join(f'{k}={asdict(saved)[k]}' for k in changed)}); rerun it as it was, or choose another name=",
-            2,
+            Exit.BAD_INPUT,
         )
     if saved is None and root.exists() and any(root.iterdir()):
-        raise RoundError(f"{root} is not empty and holds no comparison; choose another name=", 2)
+        raise RoundError(f"{root} is not empty and holds no comparison; choose another name=", Exit.BAD_INPUT)
 
 
 def write_plan(root: Path, plan: Plan) -> None:
@@ -127,14 +127,14 @@ def state(out: Path, overrides: list[str]) -> str:
     try:
         saved = bounded.load_yaml(recorded) if recorded.exists() else None
     except bounded.FileRefused as e:  # which arm and seeds the round trained is unknown: never reused
-        raise RoundError(f"{e}; remove {out} to train the round again", 2) from None
+        raise RoundError(f"{e}; remove {out} to train the round again", Exit.BAD_INPUT) from None
     if saved is not None and saved != overrides:
-        raise RoundError(f"{out} holds a run of other overrides ({saved}); it was left unchanged", 2)
+        raise RoundError(f"{out} holds a run of other overrides ({saved}); it was left unchanged", Exit.BAD_INPUT)
     if (out / run_summary.FILE).exists():
         try:
             summary = run_summary.read(out)
         except run_summary.DamagedJob as e:
-            raise RoundError(f"{out}: {e}; remove that directory to train the round again", 2) from None
+            raise RoundError(f"{out}: {e}; remove that directory to train the round again", Exit.BAD_INPUT) from None
         if summary.get("status") in FINISHED:
             return "done"
         if summary.get("status") == "failed" and not (out / "checkpoint.pt").exists():
@@ -144,7 +144,7 @@ def state(out: Path, overrides: list[str]) -> str:
     raise RoundError(
         f"{out} holds no finished run and no checkpoint (a round stopped before its first checkpoint); remove that "
         "directory and rerun the comparison to train the round again",
-        2,
+        Exit.BAD_INPUT,
     )
 
 
@@ -190,7 +190,7 @@ class Runner:
             file=sys.stderr,
             flush=True,
         )
-        os._exit(EXIT_PREEMPTED)
+        os._exit(Exit.STOPPED)
 
     def run(self, args: list[str], what: str) -> None:
         """`python <args>` in its own session (a Ctrl-C reaches it once, through `_forward`); its output goes to

@@ -13,10 +13,10 @@ from typing import Any
 import pandas as pd
 
 from rlrun.compare import arms, decide, output, sequential
-from rlrun.compare.args import BadInput, _int, arm_overrides, check_overrides, fail, folder
+from rlrun.compare.args import COMMAND, BadInput, _int, arm_overrides, check_overrides, folder
 from rlrun.compare.rounds import ARMS, Plan, RoundError, Runner, check_plan, run_round, write_plan
 from rlrun.config.overrides import override_key
-from rlrun.errors import ConfigError
+from rlrun.errors import ConfigError, Exit, fail
 
 OUTPUTS = ("compare.md", "compare.csv", "curves.png")  # what a comparison of existing folders writes, and rewrites
 
@@ -134,7 +134,11 @@ def run_rounds(job: Job) -> None:
     try:
         write_plan(root, plan)
     except OSError as e:  # a folder under /proc, a read-only one, a file on the way
-        fail(f"cannot write the comparison into {root}: {e.strerror or e}; choose another dir=", 4)
+        fail(
+            f"cannot write the comparison into {root}: {e.strerror or e}; choose another dir=",
+            Exit.CANNOT_WRITE,
+            command=COMMAND,
+        )
     runner = Runner(job.command_line)
     runner.install()
 
@@ -143,7 +147,7 @@ def run_rounds(job: Job) -> None:
             for arm in ARMS:
                 run_round(runner, root, plan, arm, first, n)
         except RoundError as e:
-            fail(str(e), e.code)
+            fail(str(e), e.code, command=COMMAND)
         return {arm: arms.read_arm(arm, root / arm) for arm in ARMS}
 
     looks: list[decide.Look] = []
@@ -202,7 +206,11 @@ def finish(
         )
     except OSError as e:  # the verdict is still shown; the runs compared are untouched
         answer(line, None)
-        fail(f"cannot write the comparison's report into {root}: {e.strerror or e}; choose another dir=", 4)
+        fail(
+            f"cannot write the comparison's report into {root}: {e.strerror or e}; choose another dir=",
+            Exit.CANNOT_WRITE,
+            command=COMMAND,
+        )
     answer(line, root / "compare.md")
     if left:  # runs not scored (unfinished, damaged, a number no run writes): named, never silently dropped
         some = "1 run (compare.md lists it)" if len(left) == 1 else f"{len(left)} runs (compare.md lists them), first"
@@ -226,7 +234,7 @@ def answer(line: str, report: Path | None) -> None:
             data = data[os.write(fd, data) :]
     except OSError as e:
         where = f"; it heads {report}" if report is not None else ""
-        fail(f"cannot write the verdict to stdout ({e.strerror or e}){where}", 4)
+        fail(f"cannot write the verdict to stdout ({e.strerror or e}){where}", Exit.CANNOT_WRITE, command=COMMAND)
 
 
 def decide_folders(a: Path, b: Path, metric: str, alpha: float, root: Path, command_line: str) -> None:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlrun import console
+from rlrun.errors import Exit, fail
 
 if TYPE_CHECKING:
     from rlrun.report.aggregate import (
@@ -143,6 +144,9 @@ __all__ = [
 ]
 
 
+COMMAND = "rlrun.report"  # leads each line of `fail`
+
+
 def main(argv: list[str] | None = None) -> None:
     console.guard()  # `| head -1`, a full or closed stdout: the report is written all the same
     p = argparse.ArgumentParser(
@@ -169,8 +173,7 @@ def main(argv: list[str] | None = None) -> None:
             write_report,
         )  # as any user imports it: ReportExtraMissing without the extra
     except ReportExtraMissing as e:
-        print(f"rlrun.report: {e}", file=sys.stderr)
-        sys.exit(2)
+        fail(str(e), Exit.BAD_INPUT, command=COMMAND)
     out = args.out
     if out is None and len(args.folders) > 1:
         out = Path("outputs", "reports", datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f"))
@@ -179,15 +182,14 @@ def main(argv: list[str] | None = None) -> None:
             out.mkdir(parents=True, exist_ok=True)
         text = write_report(args.folders, out=out)
     except (NoRunsError, LinkedFolderError) as e:
-        print(f"rlrun.report: {e}", file=sys.stderr)
-        sys.exit(2)
+        fail(str(e), Exit.BAD_INPUT, command=COMMAND)
     except OSError as e:  # a read-only folder, a report.md that is a directory, a full disk
         where = Path(e.filename2 or e.filename or out or args.folders[0])
         where = where.parent if where.name.endswith(".tmp") else where  # a new temporary file: its folder
-        print(
-            f"rlrun.report: cannot write the report: {where}: {e.strerror or e}; write it elsewhere with --out DIR",
-            file=sys.stderr,
+        fail(
+            f"cannot write the report: {where}: {e.strerror or e}; write it elsewhere with --out DIR",
+            Exit.CANNOT_WRITE,
+            command=COMMAND,
         )
-        sys.exit(4)
     print(text)
     print(f"rlrun.report: written into {out or args.folders[0]}", file=sys.stderr)

@@ -15,14 +15,12 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from rlrun.envs.failure import EnvError
-from rlrun.errors import ConfigError, NonFiniteError
+from rlrun.errors import ConfigError, Exit, NonFiniteError, fail
 from rlrun.storage import rundir, summary as run_summary
 from rlrun.storage.bounded import FileRefused
-
-EXIT_CONFIG, EXIT_NONFINITE, EXIT_OS, EXIT_ENV, EXIT_PREEMPTED = 2, 3, 4, 5, 75  # 75 = EX_TEMPFAIL: try again
 
 
 def refused(error: BaseException) -> bool:
@@ -32,11 +30,6 @@ def refused(error: BaseException) -> bool:
     from rlrun.storage.checkpoint import CheckpointError
 
     return isinstance(error, (ConfigError, CheckpointError, rundir.RunDirError, FileRefused, run_summary.DamagedJob))
-
-
-def fail(code: int, message: str) -> NoReturn:
-    print(f"rlrun: {message}", file=sys.stderr)
-    sys.exit(code)
 
 
 def record_failure(out_dir: Path, error: BaseException, root: Path | None = None) -> None:
@@ -116,13 +109,13 @@ def backend_lines(runs: list[dict[str, Any]], out_dir: Path) -> list[str]:
 def exit_code(error: Exception, out_dir: Path) -> tuple[int | None, str]:
     """The exit code and one-line message for an error of a run; (None, repr) for an unexpected one."""
     if refused(error):
-        return EXIT_CONFIG, str(error)
+        return Exit.BAD_INPUT, str(error)
     if isinstance(error, NonFiniteError):
-        return EXIT_NONFINITE, str(error)
+        return Exit.NONFINITE, str(error)
     if isinstance(error, OSError):  # an unwritable or full run directory; earlier checkpoints are intact
-        return EXIT_OS, f"cannot write to {out_dir}: {error.strerror or error}"
+        return Exit.CANNOT_WRITE, f"cannot write to {out_dir}: {error.strerror or error}"
     if isinstance(error, EnvError):
-        return EXIT_ENV, str(error)
+        return Exit.ENV_FAILED, str(error)
     return None, repr(error)
 
 
@@ -157,20 +150,23 @@ def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: int | N
             if sweep_job is not None and signals.sweep_dir is not None
             else f"Continue with: {rundir.resume_command(out_dir)}"
         )
-        fail(EXIT_PREEMPTED, f"stopped by {e}; checkpoint saved in {out_dir}. {how}")
+        fail(f"stopped by {e}; checkpoint saved in {out_dir}. {how}", Exit.STOPPED)
     except Exception as e:
         code, message = exit_code(e, out_dir)
         if sweep_job is None:
             if code is None:
                 raise  # a bug: the traceback is what helps
-            if code in (EXIT_CONFIG, EXIT_ENV):  # a run refused, or whose env failed, before its first checkpoint
+            if code in (
+                Exit.BAD_INPUT,
+                Exit.ENV_FAILED,
+            ):  # a run refused, or whose env failed, before its first checkpoint
                 removed = rundir.discard_unstarted(out_dir)  # leaves no directory behind
-                if code == EXIT_ENV:
+                if code == Exit.ENV_FAILED:
                     message += kept_or_removed(out_dir, removed)
-            if code == EXIT_NONFINITE:  # a run that trained: its summary says how it ended, as a sweep job's does
+            if code == Exit.NONFINITE:  # a run that trained: its summary says how it ended, as a sweep job's does
                 record_failure(out_dir, e)
-            fail(code, message)
-        traced = code in (None, EXIT_ENV)  # error.txt holds the traceback: of a bug, or into the env's code
+            fail(message, code)
+        traced = code in (None, Exit.ENV_FAILED)  # error.txt holds the traceback: of a bug, or into the env's code
         print(
             f"rlrun: job {sweep_job} failed: {message}" + (f" (details in {out_dir / 'error.txt'})" if traced else ""),
             file=sys.stderr,

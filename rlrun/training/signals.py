@@ -15,8 +15,9 @@ import signal
 import sys
 from typing import Any
 
+from rlrun.errors import Exit
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: try again (resume)
 in_sweep = False  # set by the command line: a sweep keeps the jobs it ran
 sweep_dir: Any = None  # the sweep's directory (a Path), once known: its continue command is printed
 
@@ -38,14 +39,14 @@ def _stop_now(signum: int, frame: Any) -> None:
     if in_sweep and sweep_dir is not None and rundir is not None:
         where = f"; the last checkpoint in {kept[0]} is kept" if kept else ""
         message = f"sweep stopped by {name}{where}; the jobs it ran are kept. {continue_sweep(rundir)}"
-        code = EXIT_PREEMPTED
+        code: int = Exit.STOPPED
     elif kept:
         message, code = (
             (
                 f"stopped by {name}; the last checkpoint in {kept[0]} is kept. Continue with: "
                 f"{rundir.resume_command(kept[0])}"
             ),
-            EXIT_PREEMPTED,
+            Exit.STOPPED,
         )
     elif in_sweep:
         message, code = f"sweep stopped by {name}; the jobs it ran are kept", 128 + signum

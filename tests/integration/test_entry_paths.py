@@ -12,11 +12,11 @@ import torch
 from launch import run_module
 from test_reliability import ENV, TINY, cli, digest, in_process, train
 
+from rlrun.errors import Exit
 from rlrun.training import jobs
 
 CONF = Path(__file__).resolve().parents[2] / "conf"  # rlrun's own configs (the package rlrun.conf)
 TESTS = Path(__file__).resolve().parent
-EXIT_ENV = 5  # the env raised (rlrun.training.jobs, docs/reliability.md)
 
 
 @pytest.fixture(scope="module")
@@ -101,14 +101,14 @@ def one_line(proc, rc, says):
 def test_an_env_that_raises_before_the_first_checkpoint_leaves_no_directory(tmp_path):
     run = tmp_path / "run"
     proc = with_raising_env("rlrun.train", *TINY, "env.id=rlrun_tests/RaisesEarly-v0", f"hydra.run.dir={run}")
-    one_line(proc, EXIT_ENV, "rlrun: the env rlrun_tests/RaisesEarly-v0 raised in step(): ValueError: simulated")
+    one_line(proc, Exit.ENV_FAILED, "rlrun: the env rlrun_tests/RaisesEarly-v0 raised in step(): ValueError: simulated")
     assert "removed" in proc.stderr and not run.exists()
 
 
 def test_an_env_that_raises_after_a_checkpoint_keeps_it_and_the_run_resumes(tmp_path):
     run = tmp_path / "run"
     proc = with_raising_env("rlrun.train", *TINY, "env.id=rlrun_tests/RaisesLate-v0", f"hydra.run.dir={run}")
-    one_line(proc, EXIT_ENV, "rlrun: the env rlrun_tests/RaisesLate-v0 raised in step(): ValueError: simulated")
+    one_line(proc, Exit.ENV_FAILED, "rlrun: the env rlrun_tests/RaisesLate-v0 raised in step(): ValueError: simulated")
     assert "python -m rlrun.resume" in proc.stderr
     assert torch.load(run / "checkpoint.pt", weights_only=True)["step"] == 320
     # a new process (here the test's, with the env registered as the subprocess had it): the env raises 496

@@ -247,15 +247,15 @@ def test_a_single_run_stopped_by_a_non_finite_update_leaves_its_summary(tmp_path
     read the run as unfinished)."""
     import json
 
-    from rlrun.errors import NonFiniteError
-    from rlrun.training.jobs import EXIT_NONFINITE, run_job
+    from rlrun.errors import Exit, NonFiniteError
+    from rlrun.training.jobs import run_job
 
     def diverges():
         raise NonFiniteError("non-finite td_loss at env step 528")
 
     with pytest.raises(SystemExit) as e:
         run_job(diverges, tmp_path)
-    assert e.value.code == EXIT_NONFINITE
+    assert e.value.code == Exit.NONFINITE
     written = json.loads((tmp_path / "summary.json").read_text())
     assert written["status"] == "failed" and "non-finite td_loss" in written["error"]
     assert "non-finite td_loss" in capsys.readouterr().err
