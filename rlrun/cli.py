@@ -19,15 +19,13 @@ import os
 import sys
 import tokenize
 import typing
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import hydra
 import yaml
-from hydra._internal.utils import get_args_parser
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -36,6 +34,7 @@ from rlrun import console
 from rlrun.config import preflight, schemas as config
 from rlrun.config.appconfig import APP_CONFIG_NAME, APP_CONFIG_PATH, ConfigSource, composed_once
 from rlrun.config.argv import given_overrides, normalized_argv
+from rlrun.config.hydra_adapter import args_parser, mode_known
 from rlrun.config.overrides import given_twice, group_options
 from rlrun.config.schemas import register_configs
 from rlrun.errors import ConfigError, Exit, fail
@@ -115,14 +114,14 @@ def main() -> None:
         sys.argv[1:] = plan.hydra_argv
 
     register_configs()  # the schemas Hydra composes with (`--cfg` and the like skip the preflight)
-    with _mode_known(plan.hydra_mode) if plan is not None else nullcontext():
+    with mode_known(plan.hydra_mode) if plan is not None else nullcontext():  # the preflight read it
         hydra_main()
 
 
 def check_shown_config(argv: list[str]) -> None:
     """`--cfg` and `--info` show the config the overrides compose: one that does not compose is refused as a
     run's is (ConfigError: one line, exit 2), not with Hydra's many-line error and exit 1."""
-    args = get_args_parser().parse_args(argv)
+    args = args_parser().parse_args(argv)
     if args.cfg or args.info:
         preflight.compose(list(args.overrides), ConfigSource.from_args(args))
 
@@ -132,20 +131,6 @@ def command() -> None:
     from rlrun.process_exit import run_then_exit
 
     run_then_exit(main)
-
-
-@contextmanager
-def _mode_known(mode: RunMode | None) -> Iterator[None]:
-    """Hydra composes the whole config once only to read `hydra.mode` (`Hydra.get_mode`), then again to run
-    it: ~0.2 s of every command. The preflight has read it from the same command line, so Hydra takes it."""
-    from hydra._internal.hydra import Hydra
-
-    read = Hydra.get_mode
-    Hydra.get_mode = lambda self, config_name, overrides: mode  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        Hydra.get_mode = read  # type: ignore[method-assign]
 
 
 # --- --help -------------------------------------------------------------------------------------------
@@ -165,7 +150,7 @@ HYDRA_KEYS = {
 
 def print_help(argv: list[str]) -> None:
     """The help for the config that `argv` composes (its overrides, and --config-name/-path/-dir)."""
-    args = get_args_parser().parse_args(argv)
+    args = args_parser().parse_args(argv)
     cfg = preflight.task_config(preflight.compose(args.overrides, ConfigSource.from_args(args)))
     lines = [HELP_HEADER]
     groups = config_groups()

@@ -2,8 +2,8 @@
 
 `python -m rlrun.train` is one Hydra app (`rlrun.cli.hydra_main`, configured by the constants below).
 `--config-name`, `--config-path` and `--config-dir` change what it composes, so the pre-flight composes with
-the search path Hydra's `_run_hydra` builds from the same flags: it checks, and claims the directory of, the
-job Hydra will run, whichever flags chose its config.
+the search path Hydra's app builds from the same flags (`rlrun.config.hydra_adapter`): it checks, and claims
+the directory of, the job Hydra will run, whichever flags chose its config.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from hydra import version
-from hydra._internal.hydra import Hydra
-from hydra._internal.utils import create_automatic_config_search_path
 from hydra.core.config_search_path import ConfigSearchPath, SearchPathQuery
 from hydra.core.utils import validate_config_path
 from hydra.initialize import get_gh_backup, restore_gh_from_backup
+
+from rlrun.config.hydra_adapter import app_search_path, create_global_hydra
 
 APP_MODULE = "rlrun.cli"  # the module of the @hydra.main task function: a relative --config-path starts there
 APP_CONFIG_PATH, APP_CONFIG_NAME = "pkg://rlrun.conf", "config"
@@ -46,7 +46,7 @@ class ConfigSource:
     def search_path(self) -> ConfigSearchPath:
         """The search path exactly as Hydra's `_run_hydra` builds it. ValueError if a flag cannot be used."""
         validate_config_path(self.config_path)
-        search_path = create_automatic_config_search_path(None, APP_MODULE, self.config_path)
+        search_path = app_search_path(APP_MODULE, self.config_path)
         if self.config_dir is not None:
             config_dir = os.path.abspath(self.config_dir)
             if not os.path.isdir(config_dir):
@@ -65,7 +65,7 @@ def initialized(source: ConfigSource) -> Iterator[None]:
     backup = get_gh_backup()
     try:
         version.setbase("1.3")
-        Hydra.create_main_hydra2(task_name="train", config_search_path=search_path)
+        create_global_hydra("train", search_path)
         yield
     finally:
         restore_gh_from_backup(backup)

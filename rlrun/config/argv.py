@@ -6,9 +6,8 @@ from __future__ import annotations
 from argparse import ArgumentParser
 from typing import NoReturn
 
-from hydra._internal.utils import get_args_parser
-
 from rlrun.config.appconfig import ConfigSource
+from rlrun.config.hydra_adapter import args_parser
 from rlrun.config.overrides import may_be_integral
 from rlrun.config.preflight import integral_overrides
 
@@ -19,7 +18,7 @@ class _ArgvError(Exception):
 
 def _quiet_parser() -> ArgumentParser:
     """Hydra's parser, raising _ArgvError where it would print its usage and exit."""
-    parser = get_args_parser()
+    parser = args_parser()
 
     def refuse(message: str) -> NoReturn:
         raise _ArgvError(message)
@@ -64,7 +63,7 @@ def normalized_argv(argv: list[str]) -> list[str]:
     if not any(may_be_integral(a) for a in argv):  # nothing to read (and argparse's --version would print)
         return argv
     try:
-        args = get_args_parser().parse_args(argv)
+        args = args_parser().parse_args(argv)
     except SystemExit:  # argparse's own usage error: Hydra reports it
         return argv
     if not any(may_be_integral(o) for o in args.overrides):

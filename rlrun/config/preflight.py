@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from hydra import compose as hydra_compose
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlrun.config.appconfig import RLRUN_CONFIG, ConfigSource, initialized, memoized
+from rlrun.config.hydra_adapter import BASIC_SWEEPER, args_parser, sweep_jobs
 from rlrun.config.overrides import (
     integral,
     may_be_integral,
@@ -42,8 +41,6 @@ from rlrun.envs.pixels import check_ale, check_image_obs
 from rlrun.errors import ConfigError
 from rlrun.logs.sinks.reachable import check_backends
 from rlrun.storage import rundir
-
-BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
 @dataclass
@@ -133,7 +130,7 @@ def job_overrides(overrides: list[str], sweeper: str) -> list[list[str]]:
         raise CompositionError(one_line(e)) from None
     if sweeper != BASIC_SWEEPER:
         return [[o.input_line for o in parsed if o.input_line is not None and not o.is_sweep_override()]]
-    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    return sweep_jobs(parsed)
 
 
 def task_config(cfg: DictConfig) -> DictConfig:
@@ -213,7 +210,7 @@ def replay_line(task: DictConfig, space: Any, on_host: bool) -> str | None:
 def plan(argv: list[str]) -> Plan | None:
     """Check the command line; claim its run directory. None: not a run (help, --cfg, ...), Hydra does it.
     Raises ConfigError or RunDirError (exit 2), OSError (exit 4)."""
-    args = get_args_parser().parse_args(argv)
+    args = args_parser().parse_args(argv)
     if sum(map(bool, (args.run, args.multirun, args.cfg, args.info is not None, args.shell_completion))) > 1:
         raise CompositionError(  # Hydra's own check is a ValueError traceback
             "only one of -m/--multirun, -r/--run, -c/--cfg, -i/--info and --shell-completion can be given"

@@ -26,12 +26,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rlrun.config.hydra_adapter import BASIC_SWEEPER
 from rlrun.config.overrides import override_key, override_value
 from rlrun.errors import ConfigError
 from rlrun.storage import bounded, rundir
 
 MULTIRUN = "multirun.yaml"
-BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # compared as a name, never imported
 BATCHED_LAUNCHER = "hydra_plugins.rlrun_batched_launcher.batched_launcher.BatchedLauncher"
 # Set in each job's environment (hydra.job.env_set) while a sweep is continued: `continued` applies.
 JOB_DIR = "${rlrun_job_dir:}"  # hydra.sweep.subdir (conf/hydra): rlrun.config.runnames.job_subdir
