@@ -126,13 +126,6 @@ def check_shown_config(argv: list[str]) -> None:
         preflight.compose(list(args.overrides), ConfigSource.from_args(args))
 
 
-def command() -> None:
-    """The `rlrun-train` console script: `main`, then the process ends without tearing down its modules."""
-    from rlrun.process_exit import run_then_exit
-
-    run_then_exit(main)
-
-
 # --- --help -------------------------------------------------------------------------------------------
 
 HELP_HEADER = """usage: python -m rlrun.train [group=option ...] [key=value ...]   (-m: a sweep, e.g. seed=0,1,2)

@@ -18,8 +18,10 @@ from __future__ import annotations
 from rlrun.training.signals import stop_on_signal
 
 if __name__ == "__main__":  # a signal during the imports below gets one line too
+    from rlrun import process_exit
     from rlrun.training import signals
 
+    process_exit.register()  # before any module registers its atexit handler: this one runs after them all
     signals.stop_on_signal()
 
 import logging
