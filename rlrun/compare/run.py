@@ -30,15 +30,18 @@ class Job:
 
 
 def threshold_of(task: Any) -> float | None:
-    """The env's solve threshold, as a run takes it: env.reward_threshold, else gymnasium's spec."""
+    """The env's solve threshold, as a run takes it: env.reward_threshold, else its registered spec's
+    (`rlrun.envs.spec.env_spec`: a `module:Env` id, ALE's and MinAtar's games registered as a run registers
+    them); None where there is none."""
     if task.env.reward_threshold is not None:
         return float(task.env.reward_threshold)
-    import gymnasium
+    from rlrun.envs.spec import env_spec  # gymnasium: only once the comparison is checked this far
 
     try:
-        return gymnasium.spec(str(task.env.id)).reward_threshold
-    except Exception:  # an id gymnasium does not register itself (module:Env): no threshold known here
+        threshold = env_spec(str(task.env.id)).reward_threshold
+    except ConfigError:  # an id that cannot be made: composing the arm has said why
         return None
+    return None if threshold is None else float(threshold)
 
 
 def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, command_line: str) -> Job:

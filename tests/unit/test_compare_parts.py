@@ -409,3 +409,23 @@ def test_an_undecided_line_says_the_test_decides_when_its_interval_excludes_zero
     assert "(level 0.0044 at this look; the test decides, the interval only describes)" in line, line
     decided = decide.verdict(decide.look(both, "final", 0.5, None, 0, []), "final", None, 0, None)
     assert "the test decides" not in decided and "(level 0.5)" in decided
+
+
+def test_the_threshold_is_the_one_a_run_takes_from_the_env_spec(tmp_path, monkeypatch):
+    """A `module:Env` id's threshold, as a run reads it through rlrun.envs.spec (before: None, and
+    metric=solved refused for an env whose runs count solves)."""
+    from omegaconf import OmegaConf
+
+    from rlrun.compare.run import threshold_of
+
+    (tmp_path / "threshold_env.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('ThresholdEnv-v0', entry_point='gymnasium.envs.classic_control:CartPoleEnv', "
+        "reward_threshold=123.0)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    task = lambda env_id, given=None: OmegaConf.create({"env": {"id": env_id, "reward_threshold": given}})  # noqa: E731
+    assert threshold_of(task("threshold_env:ThresholdEnv-v0")) == 123.0
+    assert threshold_of(task("CartPole-v1")) == 475.0
+    assert threshold_of(task("CartPole-v1", 100)) == 100.0
+    assert threshold_of(task("NoSuchEnv-v9")) is None
