@@ -9,7 +9,7 @@ the steps that matter and `os._exit`, as tools such as Mercurial do, through pub
 puts one atexit handler in first, and atexit runs its handlers last-in, first-out, so that one runs after
 the interpreter has joined the threads and after every handler registered later; it flushes the streams
 and ends the process with the command's exit code. `python -m rlrun.train`, `python -m rlrun.resume` and
-the console scripts (`train_command`, `resume_command` below) register it before importing anything that
+the console scripts (`rlrun.entrypoints`) register it before importing anything that
 registers a handler of its own (`import rlrun` registers none). Where a caller registers it late, after the
 handlers of logging, filelock and multiprocessing, the handler shuts logging down and ends
 multiprocessing's children itself, as those would; the others release what the process's end releases
@@ -56,22 +56,6 @@ def run_then_exit(main: Callable[[], object]) -> NoReturn:
         code = exit_code(e.code)
     _exit_code = code
     sys.exit(code)  # the interpreter joins the threads and runs the atexit handlers, `_end_process` last
-
-
-def train_command() -> None:
-    """The `rlrun-train` console script: the handler registered first, then `rlrun.cli.main`."""
-    register()
-    from rlrun.cli import main
-
-    run_then_exit(main)
-
-
-def resume_command() -> None:
-    """The `rlrun-resume` console script: the handler registered first, then `rlrun.resume.main`."""
-    register()
-    from rlrun.resume import main
-
-    run_then_exit(main)
 
 
 def _end_process() -> None:

@@ -68,8 +68,8 @@ def test_every_command_module_has_its_console_script():
 
     scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts") if ep.name.startswith("rlrun-")}
     assert scripts == {
-        "rlrun-train": "rlrun.process_exit:train_command",  # main, then the process ends (rlrun.process_exit)
-        "rlrun-resume": "rlrun.process_exit:resume_command",
+        "rlrun-train": "rlrun.entrypoints:train",  # main, then the process ends (rlrun.process_exit)
+        "rlrun-resume": "rlrun.entrypoints:resume",
         "rlrun-evaluate": "rlrun.evaluate:main",
         "rlrun-report": "rlrun.report:main",
         "rlrun-doctor": "rlrun.doctor:main",
