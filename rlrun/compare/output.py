@@ -7,6 +7,7 @@ import platform
 import shlex
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,6 +30,11 @@ def hardware() -> str:
 
 def _cell(x: float, digits: str = ".1f") -> str:
     return "-" if x is None or not np.isfinite(x) else format(x, digits)
+
+
+def _seed_cell(v: Any) -> str:
+    """A cell of the per-seed table in compare.md: a float to one decimal, a missing value as `-`."""
+    return "-" if pd.isna(v) else f"{v:.1f}" if isinstance(v, float) else str(v)
 
 
 def per_seed(both: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -139,9 +145,8 @@ def write(
     lines += [
         "| " + " | ".join(table.columns) + " |",
         "|" + "---|" * len(table.columns),
-        *("| " + " | ".join("-" if pd.isna(v) else f"{v:.1f}" if isinstance(v, float) else str(v) for v in row) + " |"
-          for row in table.itertuples(index=False)),
-    ]  # fmt: skip
+        *("| " + " | ".join(_seed_cell(v) for v in row) + " |" for row in table.itertuples(index=False)),
+    ]
     if left_out:
         lines += ["", "Left out:", "", *(f"- {x}" for x in left_out)]
     if figure is not None:

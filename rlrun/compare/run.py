@@ -159,20 +159,21 @@ def run_rounds(job: Job) -> None:
     for lk, seen, seen_tables in looks_of(plan, train_round):
         looks.append(lk)
         both, tables = seen, seen_tables  # the last look's, for the files
-        print(f"rlrun.compare: round {lk.round}: {decide.verdict(lk, plan.metric, job.threshold, lk.round, None)}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        verdict = decide.verdict(lk, plan.metric, job.threshold, lk.round, None)
+        print(f"rlrun.compare: round {lk.round}: {verdict}", file=sys.stderr, flush=True)
     rounds = plan.rounds()
     commands = [job.command_line, "", "# each round, as the comparison ran it:"] + [
         output.shell(["python", *plan.train_command(root, arm, first, n)])
         for first, n in rounds[: len(looks)]
         for arm in ARMS
     ]
-    finish(root, looks, both, tables, plan.metric, job.threshold, len(looks), plan.max_seeds,
-           {arm: " ".join(plan.arm(arm)) or "(the defaults)" for arm in ARMS},
-           [f"shared overrides: {' '.join(plan.common) or '(none)'}",
-            f"metric: {plan.metric}; alpha {plan.alpha:g}; {plan.seeds} paired seeds a round from seed "
-            f"{plan.first_seed}, at most {plan.max_seeds}"],
-           commands)  # fmt: skip
+    names = {arm: " ".join(plan.arm(arm)) or "(the defaults)" for arm in ARMS}
+    settings = [
+        f"shared overrides: {' '.join(plan.common) or '(none)'}",
+        f"metric: {plan.metric}; alpha {plan.alpha:g}; {plan.seeds} paired seeds a round from seed "
+        f"{plan.first_seed}, at most {plan.max_seeds}",
+    ]
+    finish(root, looks, both, tables, plan.metric, job.threshold, len(looks), plan.max_seeds, names, settings, commands)
 
 
 def finish(
@@ -189,9 +190,9 @@ def finish(
     commands: list[str],
 ) -> None:
     line = decide.verdict(looks[-1], metric, threshold, rounds, budget)
-    curves = pd.concat(
-        [arms.curves(t, f"{arm}: {arm_names[arm]}") for arm, t in tables.items()], ignore_index=True
-    ) if tables else pd.DataFrame()  # fmt: skip
+    curves = pd.DataFrame()
+    if tables:
+        curves = pd.concat([arms.curves(t, f"{arm}: {arm_names[arm]}") for arm, t in tables.items()], ignore_index=True)
     left = [x for t in tables.values() for x in t.attrs.get("left_out", [])]
     try:
         written = output.write(
@@ -271,8 +272,8 @@ def decide_folders(a: Path, b: Path, metric: str, alpha: float, root: Path, comm
         tables = {arm: arms.with_auc(t, arms.curves(t, arm)) for arm, t in tables.items()}
     both, missing = arms.paired(tables["A"], tables["B"], metric)
     if both.empty:
-        raise BadInput(f"the folders share no seed with a {metric} score in both (A: {sorted(tables['A'].index)[:10]}, "
-                       f"B: {sorted(tables['B'].index)[:10]})")  # fmt: skip
+        seeds = {arm: sorted(t.index)[:10] for arm, t in tables.items()}
+        raise BadInput(f"the folders share no seed with a {metric} score in both (A: {seeds['A']}, B: {seeds['B']})")
     if root.is_dir() and any(p.name not in OUTPUTS for p in root.iterdir()):
         raise BadInput(
             f"{root} holds files other than a comparison's report ({', '.join(OUTPUTS)}); choose another dir="
@@ -280,9 +281,10 @@ def decide_folders(a: Path, b: Path, metric: str, alpha: float, root: Path, comm
     budgets = {arm: sorted({int(x) for x in t["budget"].dropna()}) for arm, t in tables.items()}
     look = decide.look(both, metric, alpha, None, 0, [])
     unpaired = sorted(set(tables["A"].index) ^ set(tables["B"].index))
-    finish(root, [look], both, tables, metric, threshold, 0, None, {"A": str(a), "B": str(b)},
-           [f"metric: {metric}; alpha {alpha:g}; one fixed-sample look at existing runs",
-            f"budgets (total_steps): A {budgets['A']}, B {budgets['B']}",
-            *([f"seeds run by one arm only, left out: {unpaired}"] if unpaired else []),
-            *([f"seeds without a {metric} score in one arm, left out: {missing}"] if missing else [])],
-           [command_line])  # fmt: skip
+    settings = [
+        f"metric: {metric}; alpha {alpha:g}; one fixed-sample look at existing runs",
+        f"budgets (total_steps): A {budgets['A']}, B {budgets['B']}",
+        *([f"seeds run by one arm only, left out: {unpaired}"] if unpaired else []),
+        *([f"seeds without a {metric} score in one arm, left out: {missing}"] if missing else []),
+    ]
+    finish(root, [look], both, tables, metric, threshold, 0, None, {"A": str(a), "B": str(b)}, settings, [command_line])

@@ -96,9 +96,16 @@ def compare(
     only_a = [s for s, x, y in zip(seeds, a, b) if x and not y]
     only_b = [s for s, x, y in zip(seeds, a, b) if y and not x]
     return Comparison(
-        incumbent, candidate, seeds, only_a, only_b, sum(a), sum(b),
-        mcnemar_exact(len(only_a), len(only_b)), bootstrap_difference(a, b),
-    )  # fmt: skip
+        incumbent,
+        candidate,
+        seeds,
+        only_a,
+        only_b,
+        sum(a),
+        sum(b),
+        mcnemar_exact(len(only_a), len(only_b)),
+        bootstrap_difference(a, b),
+    )
 
 
 def paired_bootstrap(

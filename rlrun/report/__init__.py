@@ -73,16 +73,16 @@ if TYPE_CHECKING:
 
 REPORT_EXTRA = ("pandas", "scipy", "rliable", "tabulate")  # the report extra's packages (pyproject.toml)
 _API_BY_MODULE = {  # the package's API, by the module that defines it (imported on first use)
-    "rlrun.sweeps.jobtable": ("CURVE_TAG", "EVAL", "FINISHED", "TRAIN", "curves_of", "load_curve", "load_curves",
-                              "load_run", "load_runs", "load_sweep", "latest_per_seed", "quiet", "run_dirs"),
-    "rlrun.report.aggregate": ("BOOTSTRAP_REPS", "improvement_probability", "improvement_table", "iqm_ci",
-                               "left_out", "score_column", "sensitivity", "summarize", "trimmed_mean"),
-    "rlrun.report.plots": ("CURVE_BOOTSTRAP_REPS", "plot_curves", "plot_profile", "plot_sensitivity"),
-    "rlrun.report.search": ("plot_search", "search_trials"),
-    "rlrun.report.destination": ("LinkedFolderError",),
-    "rlrun.report.tables": ("MIN_SEEDS", "NoRunsError", "markdown_table", "write_report"),
-}  # fmt: skip
-_API = {name: module for module, names in _API_BY_MODULE.items() for name in names}
+    "rlrun.sweeps.jobtable": "CURVE_TAG EVAL FINISHED TRAIN curves_of load_curve load_curves load_run load_runs "
+    "load_sweep latest_per_seed quiet run_dirs",
+    "rlrun.report.aggregate": "BOOTSTRAP_REPS improvement_probability improvement_table iqm_ci left_out "
+    "score_column sensitivity summarize trimmed_mean",
+    "rlrun.report.plots": "CURVE_BOOTSTRAP_REPS plot_curves plot_profile plot_sensitivity",
+    "rlrun.report.search": "plot_search search_trials",
+    "rlrun.report.destination": "LinkedFolderError",
+    "rlrun.report.tables": "MIN_SEEDS NoRunsError markdown_table write_report",
+}
+_API = {name: module for module, names in _API_BY_MODULE.items() for name in names.split()}
 
 
 class ReportExtraMissing(ImportError):

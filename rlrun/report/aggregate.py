@@ -218,10 +218,7 @@ def sensitivity(runs: pd.DataFrame, reps: int = BOOTSTRAP_REPS) -> pd.DataFrame:
         for (env, others, value), g in points.groupby(["env", "others", "value"], sort=True):
             scores = _finite(g[column])
             iqm, lo, hi = iqm_ci(scores, reps)
-            rows.append(
-                {"env": env, "key": key, "value": value, "others": others, "seeds": len(scores), "iqm": iqm,
-                 "ci95_low": lo, "ci95_high": hi, "score": column}
-            )  # fmt: skip
+            rows.append((env, key, value, others, len(scores), iqm, lo, hi, column))
     return pd.DataFrame(
         rows, columns=["env", "key", "value", "others", "seeds", "iqm", "ci95_low", "ci95_high", "score"]
     )

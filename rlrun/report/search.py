@@ -53,8 +53,8 @@ def _space(params: dict[str, Any]) -> dict[str, dict[str, Any]]:
             sweep = parser.parse_override(f"{key}={spec}").value()
         except HydraException:
             sweep = None
-        entry: dict[str, Any] = {"log": "log" in getattr(sweep, "tags", set()), "choices": (), "low": math.nan,
-                                 "high": math.nan}  # fmt: skip
+        log = "log" in getattr(sweep, "tags", set())
+        entry: dict[str, Any] = {"log": log, "choices": (), "low": math.nan, "high": math.nan}
         if isinstance(sweep, ChoiceSweep):
             entry["choices"] = tuple(str(c) for c in sweep.list)
         elif isinstance(sweep, IntervalSweep):
@@ -111,10 +111,18 @@ def search_trials(runs: pd.DataFrame) -> pd.DataFrame:
         sign = -1.0 if str(hydra["sweeper"].get("direction", "maximize")) == "minimize" else 1.0
         for key, entry in space.items():
             rows.append(
-                {"env": env, "trial": str(directory), "number": number if isinstance(number, int) else len(seen),
-                 "key": key, "value": values.get(key, ""), "x": _number(values.get(key)), **entry,
-                 "objective": _number(score), "sign": sign}
-            )  # fmt: skip
+                {
+                    "env": env,
+                    "trial": str(directory),
+                    "number": number if isinstance(number, int) else len(seen),
+                    "key": key,
+                    "value": values.get(key, ""),
+                    "x": _number(values.get(key)),
+                    **entry,
+                    "objective": _number(score),
+                    "sign": sign,
+                }
+            )
     table = pd.DataFrame(rows, columns=[*COLUMNS, "sign"])
     if not table.empty:
         firsts = table.drop_duplicates("trial").dropna(subset=["objective"])
