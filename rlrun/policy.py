@@ -165,7 +165,7 @@ class Policy:
     def to(self, device: str | torch.device) -> Policy:
         """Move the network to `device` (`cpu`, `cuda`, `cuda:1`, a torch.device); returns the policy."""
         self.network.to(torch.device(device))
-        self._actor = GreedyActor(self.network, self.device)  # the CPU's numpy actor reads the moved weights
+        self._actor = GreedyActor(self.network, self.device)
         return self
 
     def _batch(self, obs: Any) -> tuple[Any, bool]:
@@ -183,7 +183,7 @@ class Policy:
         """Greedy actions, numpy int64: a scalar for one observation, (B,) for a batch."""
         batch, single = self._batch(obs)
         if isinstance(batch, torch.Tensor):
-            batch = batch.detach().cpu().numpy() if self._actor.uses_numpy else batch.detach()
+            batch = batch.detach()
         actions = np.asarray(self._actor(batch), dtype=np.int64)
         return actions[0] if single else actions
 

@@ -3,9 +3,9 @@
 A network's head gives `outputs_per_action` numbers per action, (..., A, P) with any leading axes (a batch,
 or agents and a batch): a scalar Q (P = 1), C51's logits over a fixed support (Bellemare et al. 2017),
 QR-DQN's quantiles at fixed fractions (Dabney et al. 2017) or IQN's at sampled ones (Dabney et al. 2018).
-`QNetwork`, the stacked networks (fused and vmapped) and the numpy actor ask the head for Q-values; the
-DQN family's loss (rlrun.algos.dqn) asks it for the target and the per-sample loss. `head_for` is the one
-place that tells the kinds apart.
+`QNetwork` and the stacked networks (fused and vmapped) ask the head for Q-values, and combine a dueling
+network's streams with `dueling`; the DQN family's loss (rlrun.algos.dqn) asks the head for the target and
+the per-sample loss. `head_for` is the one place that tells the kinds apart.
 
 A loss reads its nets and settings from `td`, the loss module (online and target nets, double, the scalar
 loss function, kappa, IQN's fraction counts and its `sample_taus`).
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
 from rlrun.nets.quantile import quantile_huber_loss, quantile_midpoints
@@ -23,6 +22,13 @@ from rlrun.replay import Batch
 
 # (per-sample loss, Q(s, a) it was computed for, per-sample PER priority or None)
 LossTerms = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
+
+
+def dueling(value: torch.Tensor, advantage: torch.Tensor, action_dim: int) -> torch.Tensor:
+    """A dueling network's outputs (Wang et al. 2016): value + advantage - the mean advantage over the
+    actions, `action_dim` the actions' axis of `advantage` (value has 1 there, or lacks it and broadcasts).
+    Per output: Q-values, C51's logits or quantiles."""
+    return value + advantage - advantage.mean(dim=action_dim, keepdim=True)
 
 
 def next_actions(td: Any, next_obs: torch.Tensor, next_q_target: torch.Tensor) -> torch.Tensor:
@@ -35,14 +41,9 @@ class ScalarHead:
     """One Q-value per action."""
 
     name, losses = "scalar", ("huber", "mse")
-    numpy_acting = True  # rlrun.algos.acting may evaluate it in numpy
 
     def q_values(self, out: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
         return out.squeeze(-1)
-
-    def numpy_q_values(self, out: np.ndarray) -> np.ndarray:
-        """(..., A * P) numpy head outputs -> (..., A) (heads with `numpy_acting`)."""
-        return out
 
     @torch.no_grad()
     def target(self, td: Any, batch: Batch) -> torch.Tensor:
@@ -65,10 +66,6 @@ class CategoricalHead:
     """C51: logits over the network's `support`; Q is the expectation over the support."""
 
     name, losses = "categorical", ("cross_entropy",)
-    numpy_acting = False
-
-    def numpy_q_values(self, out: np.ndarray) -> np.ndarray:
-        raise NotImplementedError("a C51 head acts through torch (numpy_acting is False)")
 
     def q_values(self, out: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
         return (out.softmax(dim=-1) * support).sum(dim=-1)
@@ -111,18 +108,13 @@ class QuantileHead:
     """QR-DQN: N quantiles of the return at the fixed fractions `quantile_midpoints(N)`; Q is their mean."""
 
     name, losses = "quantile", ("quantile_huber",)
-    implicit, numpy_acting = False, True
+    implicit = False
 
     def q_values(self, out: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
         return out.mean(dim=-1)
 
     def __init__(self, quantiles: int = 0):
         self.quantiles = quantiles
-
-    def numpy_q_values(self, out: np.ndarray) -> np.ndarray:
-        """The mean of each action's N quantile outputs."""
-        n = self.quantiles
-        return np.add.reduce(out.reshape(*out.shape[:-1], -1, n), axis=-1) / n
 
     @torch.no_grad()
     def target(self, td: Any, batch: Batch) -> torch.Tensor:
@@ -158,7 +150,7 @@ class ImplicitQuantileHead(QuantileHead):
     """IQN: quantiles at any fractions tau; Q is the mean over evenly spaced acting fractions."""
 
     name = "implicit_quantile"
-    implicit, numpy_acting = True, False
+    implicit = True
 
 
 Head = ScalarHead | CategoricalHead | QuantileHead

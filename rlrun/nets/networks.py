@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlrun.nets.heads import head_for
+from rlrun.nets.heads import dueling, head_for
 from rlrun.nets.quantile import cosine_features, quantile_midpoints
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "gelu": nn.GELU}
@@ -262,7 +262,7 @@ class QNetwork(nn.Module):
         if not self.dueling:
             return apply_layer(self.head, h).view(-1, self.n_actions, per_action)
         adv = apply_layer(self.advantage, h).view(-1, self.n_actions, per_action)
-        return apply_layer(self.value, h).view(-1, 1, per_action) + adv - adv.mean(dim=1, keepdim=True)
+        return dueling(apply_layer(self.value, h).view(-1, 1, per_action), adv, action_dim=1)
 
     def _outputs(self, obs: torch.Tensor) -> torch.Tensor:
         """(B, A, outputs_per_action) action values, logits or quantiles."""

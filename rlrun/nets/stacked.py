@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlrun.nets.heads import ScalarHead
+from rlrun.nets.heads import ScalarHead, dueling
 from rlrun.nets.networks import ACTIVATIONS, NoisyLinear, QNetwork, apply_layer, apply_layers, network_input
 from rlrun.nets.quantile import cosine_features, quantile_midpoints
 from rlrun.nets.stacked_layers import (
@@ -97,7 +97,7 @@ class StackedQNetwork(nn.Module):
         if not self.dueling:
             return apply_layer(self.head, h).view(k, m, self.n_actions, per_action)
         adv = apply_layer(self.advantage, h).view(k, m, self.n_actions, per_action)
-        return apply_layer(self.value, h).view(k, m, 1, per_action) + adv - adv.mean(dim=2, keepdim=True)
+        return dueling(apply_layer(self.value, h).view(k, m, 1, per_action), adv, action_dim=2)
 
     def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
         """(K, B, *obs_shape) -> (K, B, A, outputs_per_action) action values, logits or quantiles."""
@@ -128,7 +128,7 @@ class StackedQNetwork(nn.Module):
         if not self.dueling:
             return apply_layer(self.head, h)
         adv = apply_layer(self.advantage, h)
-        return apply_layer(self.value, h) + adv - adv.mean(dim=2, keepdim=True)
+        return dueling(apply_layer(self.value, h), adv, action_dim=2)
 
     @torch.no_grad()
     def reset_noise(self, generators: Sequence[torch.Generator] | None = None) -> None:

@@ -3,11 +3,9 @@ checks; and (`-m slow`) the learning bars of docs/algorithms.md."""
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
-from rlrun.algos.acting import numpy_forward
 from rlrun.algos.dqn import dqn_learner
 from rlrun.errors import ConfigError
 from rlrun.nets.networks import QNetwork
@@ -181,17 +179,6 @@ def test_iqn_update_draws_n_and_n_prime_taus_from_the_agents_generator():
     # 6 x 5 online taus, then 6 x 8 target taus were drawn: the generator's next number is the 79th
     gen = torch.Generator().manual_seed(0)
     assert torch.equal(torch.rand(6 * 5 + 6 * 8 + 1, generator=gen)[-1:], next0)
-
-
-@pytest.mark.parametrize("dueling", [False, True])
-def test_qr_acting_in_numpy_is_the_mean_quantile(dueling):
-    torch.manual_seed(0)
-    net = QNetwork(4, 3, hidden_sizes=[16, 16], num_quantiles=7, dueling=dueling)
-    forward = numpy_forward(net)
-    assert forward is not None
-    obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
-    np.testing.assert_allclose(forward(obs), net(torch.from_numpy(obs)).detach().numpy(), atol=1e-5)
-    assert numpy_forward(QNetwork(4, 3, tau_embedding_dim=8)) is None  # IQN acts through torch
 
 
 def test_loss_must_fit_a_quantile_network():
