@@ -74,6 +74,42 @@ def looks_table(looks: list[Look], metric: str) -> list[str]:
     return [head, "|" + "---|" * (head.count("|") - 1), *rows]
 
 
+def each_arm(both: pd.DataFrame, metric: str, last: Look) -> list[str]:
+    """Each arm's score over the paired seeds with its 95% interval (solved: the solve rates and the paired
+    difference of the `last` look)."""
+    from rlrun.report import iqm_ci  # the report extra
+
+    lines = []
+    n = len(both)
+    if metric == "solved":
+        for arm in ("A", "B"):
+            solved = int(both[f"{arm.lower()}_solved"].sum())
+            low, high = rate_interval(solved, n) if n else (np.nan, np.nan)
+            lines.append(
+                f"- {arm}: {solved}/{n} reached the threshold (95% interval {100 * low:.0f}-{100 * high:.0f}%)"
+            )
+        low, high = last.interval
+        lines.append(f"- B - A solve rate: {100 * low:+.0f} to {100 * high:+.0f} points (95% paired bootstrap)")
+        return lines
+    f = number_format(metric)
+    for arm in ("A", "B"):
+        iqm, lo, hi = iqm_ci(both[f"{arm.lower()}_{metric}"].to_numpy(float))
+        lines.append(
+            f"- {arm}: {WHAT[metric]}: IQM {_cell(iqm, f)} [{_cell(lo, f)}, {_cell(hi, f)}] (95% stratified bootstrap)"
+        )
+    return lines
+
+
+def per_seed_table(both: pd.DataFrame, metric: str) -> list[str]:
+    """compare.csv's table in markdown, without the jobs' paths."""
+    table = per_seed(both, metric).drop(columns=["a_job", "b_job"])
+    return [
+        "| " + " | ".join(table.columns) + " |",
+        "|" + "---|" * len(table.columns),
+        *("| " + " | ".join(_seed_cell(v) for v in row) + " |" for row in table.itertuples(index=False)),
+    ]
+
+
 def write(
     root: Path,
     *,
@@ -89,8 +125,7 @@ def write(
     threshold: float | None,
 ) -> list[Path]:
     """Write compare.md, compare.csv and curves.png into `root`; returns the paths written."""
-    # the report extra: the report's IQM and curve figure
-    from rlrun.report import iqm_ci, plot_curves
+    from rlrun.report import plot_curves  # the report extra
 
     root.mkdir(parents=True, exist_ok=True)
     written = []
@@ -122,31 +157,7 @@ def write(
         "## Each arm",
         "",
     ]
-    n = len(both)
-    if metric == "solved":
-        for arm in ("A", "B"):
-            solved = int(both[f"{arm.lower()}_solved"].sum())
-            low, high = rate_interval(solved, n) if n else (np.nan, np.nan)
-            lines.append(
-                f"- {arm}: {solved}/{n} reached the threshold (95% interval {100 * low:.0f}-{100 * high:.0f}%)"
-            )
-        low, high = last.interval
-        lines.append(f"- B - A solve rate: {100 * low:+.0f} to {100 * high:+.0f} points (95% paired bootstrap)")
-    else:
-        f = number_format(metric)
-        for arm in ("A", "B"):
-            iqm, lo, hi = iqm_ci(both[f"{arm.lower()}_{metric}"].to_numpy(float))
-            lines.append(
-                f"- {arm}: {WHAT[metric]}: IQM {_cell(iqm, f)} [{_cell(lo, f)}, {_cell(hi, f)}] "
-                "(95% stratified bootstrap)"
-            )
-    lines += ["", "## Per seed (compare.csv)", ""]
-    table = per_seed(both, metric).drop(columns=["a_job", "b_job"])
-    lines += [
-        "| " + " | ".join(table.columns) + " |",
-        "|" + "---|" * len(table.columns),
-        *("| " + " | ".join(_seed_cell(v) for v in row) + " |" for row in table.itertuples(index=False)),
-    ]
+    lines += each_arm(both, metric, last) + ["", "## Per seed (compare.csv)", ""] + per_seed_table(both, metric)
     if left_out:
         lines += ["", "Left out:", "", *(f"- {x}" for x in left_out)]
     if figure is not None:

@@ -46,41 +46,13 @@ def threshold_of(task: Any) -> float | None:
 
 def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, command_line: str) -> Job:
     """Check everything the comparison will run, as `python -m rlrun.train` would (BadInput: nothing is written)."""
-    from rlrun.config import preflight
-    from rlrun.config.runnames import check_exp_name
-
     per_round, budget, first = _int(own, "seeds", 1), _int(own, "max_seeds", 1), _int(own, "seed", 0)
     if budget < per_round:
         raise BadInput(f"max_seeds={budget}: at least seeds={per_round}")
     if first + budget - 1 > 2**32 - 1:  # every round's seeds, not only the first round's (checked below)
         raise BadInput(f"seed={first}: at most {2**32 - budget} with max_seeds={budget} (every seed < 2**32)")
-    overrides = {arm: arm_overrides(arm, own[arm]) for arm in ARMS}
-    for arm in ARMS:
-        check_overrides(f"{arm}={own[arm]!r}", overrides[arm])
-    check_overrides("shared overrides", common)
-    shared_keys = {override_key(o) for o in common}
-    for arm in ARMS:
-        both = sorted(shared_keys & {override_key(o) for o in overrides[arm]})
-        if both:
-            raise BadInput(f"{both[0]} is set both by {arm} and by the shared overrides: set it in one place")
-    tasks: dict[str, Any] = {}
-    probed: dict[Any, Any] = {}
-    for arm in ARMS:
-        try:
-            whole = preflight.integral_overrides([*overrides[arm], *common], preflight.RLRUN_CONFIG)
-            overrides[arm], shared = whole[: len(overrides[arm])], whole[len(overrides[arm]) :]
-            task = preflight.task_config(preflight.compose([*whole, f"seed={first}", f"seeds={per_round}"]))
-            preflight.check_job(task, probed)
-            check_exp_name(task.exp_name)  # each round's run refuses a typed one that is no folder name
-        except ConfigError as e:
-            raise BadInput(f"arm {arm} ({own[arm] or 'the defaults'}): {e}") from None
-        if task.get("pbt") is not None:  # from the overrides, or an experiment file that sets it
-            raise BadInput(
-                f"arm {arm} ({own[arm] or 'the defaults'}): population-based training (+pbt) copies weights "
-                "between a run's agents, so its seeds are no independent pairs; compare settings without +pbt"
-            )
-        tasks[arm] = task
-    common = shared
+    overrides = _checked_overrides(own, common)
+    tasks, common = _composed_arms(own, overrides, common, first, per_round)
     env_a, env_b = str(tasks["A"].env.id), str(tasks["B"].env.id)
     if env_a != env_b:
         raise BadInput(f"the arms train on different envs ({env_a}, {env_b}); a comparison pairs seeds of one env")
@@ -105,6 +77,49 @@ def prepare(own: dict[str, str], common: list[str], metric: str, alpha: float, c
     if tasks["A"] == tasks["B"]:  # composed: `A='' B=algo.double=true` is the same run twice too
         raise BadInput(f"A and B compose the same config ({own['A'] or 'the defaults'}): give B what differs")
     return Job(plan, root, threshold, command_line)
+
+
+def _checked_overrides(own: dict[str, str], common: list[str]) -> dict[str, list[str]]:
+    """Each arm's overrides, checked, none setting a key the shared overrides set."""
+    overrides = {arm: arm_overrides(arm, own[arm]) for arm in ARMS}
+    for arm in ARMS:
+        check_overrides(f"{arm}={own[arm]!r}", overrides[arm])
+    check_overrides("shared overrides", common)
+    shared_keys = {override_key(o) for o in common}
+    for arm in ARMS:
+        both = sorted(shared_keys & {override_key(o) for o in overrides[arm]})
+        if both:
+            raise BadInput(f"{both[0]} is set both by {arm} and by the shared overrides: set it in one place")
+    return overrides
+
+
+def _composed_arms(
+    own: dict[str, str], overrides: dict[str, list[str]], common: list[str], first: int, per_round: int
+) -> tuple[dict[str, Any], list[str]]:
+    """Each arm's composed and checked run config (as its first round would run), and the shared overrides;
+    the arms' and the shared overrides are made integral (`preflight.integral_overrides`) in place."""
+    from rlrun.config import preflight
+    from rlrun.config.runnames import check_exp_name
+
+    tasks: dict[str, Any] = {}
+    probed: dict[Any, Any] = {}
+    shared = common
+    for arm in ARMS:
+        try:
+            whole = preflight.integral_overrides([*overrides[arm], *common], preflight.RLRUN_CONFIG)
+            overrides[arm], shared = whole[: len(overrides[arm])], whole[len(overrides[arm]) :]
+            task = preflight.task_config(preflight.compose([*whole, f"seed={first}", f"seeds={per_round}"]))
+            preflight.check_job(task, probed)
+            check_exp_name(task.exp_name)  # each round's run refuses a typed one that is no folder name
+        except ConfigError as e:
+            raise BadInput(f"arm {arm} ({own[arm] or 'the defaults'}): {e}") from None
+        if task.get("pbt") is not None:  # from the overrides, or an experiment file that sets it
+            raise BadInput(
+                f"arm {arm} ({own[arm] or 'the defaults'}): population-based training (+pbt) copies weights "
+                "between a run's agents, so its seeds are no independent pairs; compare settings without +pbt"
+            )
+        tasks[arm] = task
+    return tasks, shared
 
 
 def looks_of(

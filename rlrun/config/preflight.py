@@ -11,6 +11,7 @@ to Hydra as an explicit override, so both mean the same directory.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import re
 import sys
@@ -211,25 +212,43 @@ def plan(argv: list[str]) -> Plan | None:
     """Check the command line; claim its run directory. None: not a run (help, --cfg, ...), Hydra does it.
     Raises ConfigError or RunDirError (exit 2), OSError (exit 4)."""
     args = args_parser().parse_args(argv)
-    if sum(map(bool, (args.run, args.multirun, args.cfg, args.info is not None, args.shell_completion))) > 1:
-        raise CompositionError(  # Hydra's own check is a ValueError traceback
-            "only one of -m/--multirun, -r/--run, -c/--cfg, -i/--info and --shell-completion can be given"
-        )
-    if args.help or args.hydra_help or args.cfg or args.info or args.shell_completion:
+    if not _is_run(args):
         return None
-    if args.experimental_rerun:  # Hydra would unpickle the file it names: code read from disk
-        raise CompositionError(
-            f"--experimental-rerun {args.experimental_rerun} is not supported (it loads a pickle, which can run "
-            "code); continue a run with python -m rlrun.resume <run dir>"
-        )
     source = ConfigSource.from_args(args)  # the config Hydra will compose, whichever flags chose it
     try:
         source.search_path()
     except ValueError as e:
         raise CompositionError(one_line(e)) from None
     overrides = list(args.overrides)
+    base = _compose_base(overrides, source, multirun=args.multirun)
+    if args.multirun or base.hydra.mode == RunMode.MULTIRUN:
+        check_hydra_not_swept(overrides)
+        return _sweep_plan(argv, base, overrides, source)
+    return _run_plan(argv, base, overrides)
+
+
+def _is_run(args: argparse.Namespace) -> bool:
+    """Whether Hydra's parsed `args` ask for a run (False: help, --cfg, --info, shell completion); refuses
+    two modes at once and --experimental-rerun."""
+    if sum(map(bool, (args.run, args.multirun, args.cfg, args.info is not None, args.shell_completion))) > 1:
+        raise CompositionError(  # Hydra's own check is a ValueError traceback
+            "only one of -m/--multirun, -r/--run, -c/--cfg, -i/--info and --shell-completion can be given"
+        )
+    if args.help or args.hydra_help or args.cfg or args.info or args.shell_completion:
+        return False
+    if args.experimental_rerun:  # Hydra would unpickle the file it names: code read from disk
+        raise CompositionError(
+            f"--experimental-rerun {args.experimental_rerun} is not supported (it loads a pickle, which can run "
+            "code); continue a run with python -m rlrun.resume <run dir>"
+        )
+    return True
+
+
+def _compose_base(overrides: list[str], source: ConfigSource, multirun: bool) -> DictConfig:
+    """The command line's config (with -m, without its swept values); a resume= that cannot compose is
+    refused with what to do instead."""
     try:
-        base = compose([o for o in overrides if not _is_sweep(o)] if args.multirun else overrides, source)
+        return compose([o for o in overrides if not _is_sweep(o)] if multirun else overrides, source)
     except CompositionError as e:
         resumes = [override_value(o) for o in overrides if o.startswith("resume=")]
         from rlrun.config.saved import first_unsafe, unsafe_override  # gymnasium: only for a resume refused here
@@ -242,28 +261,33 @@ def plan(argv: list[str]) -> Plan | None:
                 f"{rundir.resume_command(Path(resumes[0]))}"
             ) from None
         raise
-    multirun = args.multirun or base.hydra.mode == RunMode.MULTIRUN
-    if multirun:
-        check_hydra_not_swept(overrides)
-    if not multirun:
-        task = task_config(base)
-        if OmegaConf.select(task, "resume") is not None:  # continue that run in its own directory, without Hydra's app
-            return Plan(
-                [],
-                run_dir=Path(task.resume),
-                resume=Path(task.resume),
-                resume_overrides=[o for o in overrides if not override_key(o).startswith(("resume", "hydra"))],
-            )
-        check_job(task, {})
-        check_exp_name(task.exp_name)  # a new run's directory is named after it
-        run_dir = Path(str(base.hydra.run.dir))
-        rundir.check_new(run_dir)
-        from rlrun.storage import agent_dirs  # imports torch: once the command is checked
-        from rlrun.training.agents import dir_plan
 
-        agent_dirs.check(*dir_plan(task), run_dir, new=True)
-        rundir.claim(run_dir, new=True)
-        return Plan(_pinned(argv, "hydra.run.dir", run_dir), run_dir=run_dir, hydra_mode=base.hydra.mode)
+
+def _run_plan(argv: list[str], base: DictConfig, overrides: list[str]) -> Plan:
+    """One run: a resume= continues that run in its own directory, without Hydra's app; a new run is
+    checked and its directory claimed."""
+    task = task_config(base)
+    if OmegaConf.select(task, "resume") is not None:
+        return Plan(
+            [],
+            run_dir=Path(task.resume),
+            resume=Path(task.resume),
+            resume_overrides=[o for o in overrides if not override_key(o).startswith(("resume", "hydra"))],
+        )
+    check_job(task, {})
+    check_exp_name(task.exp_name)  # a new run's directory is named after it
+    run_dir = Path(str(base.hydra.run.dir))
+    rundir.check_new(run_dir)
+    from rlrun.storage import agent_dirs  # imports torch: once the command is checked
+    from rlrun.training.agents import dir_plan
+
+    agent_dirs.check(*dir_plan(task), run_dir, new=True)
+    rundir.claim(run_dir, new=True)
+    return Plan(_pinned(argv, "hydra.run.dir", run_dir), run_dir=run_dir, hydra_mode=base.hydra.mode)
+
+
+def _sweep_plan(argv: list[str], base: DictConfig, overrides: list[str], source: ConfigSource) -> Plan:
+    """A sweep: its launcher, every job's config and its sweep directory checked."""
     from rlrun.sweeps.batching import check_launcher, check_sweep_dir  # imports torch: once the command is checked
 
     check_launcher(base.hydra.launcher)

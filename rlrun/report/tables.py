@@ -216,16 +216,9 @@ def curves_figure(runs: pd.DataFrame, out: Path, thresholds: dict[str, float]) -
     return plot_curves(train, out / "curves.png", thresholds, 100, evals), unreadable
 
 
-def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path | None = None) -> str:
-    """Write report.md, report.csv, curves.png, profile.png and sensitivity.png into `out` (by default the one
-    folder `root`) for the runs under `root` (a folder, or several); returns the markdown. Runs of the same
-    configuration and seed count once (`latest_per_seed`). Raises `NoRunsError` where no run was found."""
-    roots = [Path(r) for r in ([root] if isinstance(root, (str, Path)) else root)]
-    if out is None:
-        if len(roots) != 1:
-            raise ValueError("a report of several folders needs the folder to write it into (out=...)")
-        out = roots[0]
-    refuse_link(Path(out))
+def _read(roots: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """The runs found under `roots`, the runs kept (one per configuration and seed) and the damaged jobs'
+    lines, each skip and repeat warned about on stderr. Raises `NoRunsError` where no run was found."""
     found = load_runs(roots)
     damaged = [f"- `{job}`: {why}" for job, why in found.attrs["damaged"]]
     for job, why in found.attrs["damaged"]:
@@ -237,37 +230,44 @@ def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path 
             + (f"; {len(damaged)} damaged)" if damaged else ")")
         )
     runs = latest_per_seed(found)
-    merged = runs.attrs["merged"]
-    for kept, dropped in merged:
+    for kept, dropped in runs.attrs["merged"]:
         print(
             f"rlrun: warning: {len(dropped) + 1} jobs ran the same configuration and seed; kept {kept}, left out "
             + ", ".join(dropped),
             file=sys.stderr,
         )
-    table = summarize(runs, reps)
-    rundir.write_text(out / "report.csv", shown(table.to_csv(index=False)))
+    return found, runs, damaged
+
+
+def _headline(
+    roots: list[Path], found: pd.DataFrame, runs: pd.DataFrame, table: pd.DataFrame, waiting: int, damaged: int
+) -> list[str]:
+    """The report's title and its count of runs (finished, unfinished, not started, damaged, repeats)."""
     done = finished_runs(runs)
     envs = ", ".join(
         f"{env} (solve threshold {t:g})" if np.isfinite(t) else str(env)
         for env, t in done.groupby("env")["reward_threshold"].first().items()
     )
-    plans = sweep_plans(roots)
-    waiting = not_started(plans, found)
-    unfinished = runs[runs["status"] == INCOMPLETE]
-    lines = [
+    unfinished = int((runs["status"] == INCOMPLETE).sum())
+    merged = runs.attrs["merged"]
+    return [
         f"# Sweep report: {', '.join(folder_name(r) for r in roots)}",
         "",
-        f"{counted(runs, len(waiting))} ({len(done)} finished"
-        + (f", {len(unfinished)} unfinished" if len(unfinished) else "")
-        + (f", {len(waiting)} not started" if waiting else "")
-        + (f", {len(damaged)} damaged and skipped" if damaged else "")
+        f"{counted(runs, waiting)} ({len(done)} finished"
+        + (f", {unfinished} unfinished" if unfinished else "")
+        + (f", {waiting} not started" if waiting else "")
+        + (f", {damaged} damaged and skipped" if damaged else "")
         + (f"; {_plural(len(found) - len(runs), 'repeat')} of a seed left out" if merged else "")
         + f"), {_plural(len(table), 'configuration')}"
         + (f"; {envs}." if envs else "."),
         "",
     ]
-    lines += shared_settings(runs) + pooled(runs)
-    if merged:
+
+
+def _notes(runs: pd.DataFrame, table: pd.DataFrame) -> list[str]:
+    """The note on repeated seeds and the warning on configurations with too few seeds, where they apply."""
+    lines = []
+    if merged := runs.attrs["merged"]:
         lines += [
             f"**Note:** {_plural(len(merged), 'seed')} of a configuration ran more than once; each counts once, "
             "by its latest finished job (see Repeated seeds).",
@@ -281,54 +281,83 @@ def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path 
             f"wide and unreliable. Run at least {MIN_SEEDS} seeds per configuration ({more_seeds(runs, few)}).",
             "",
         ]
-    if not table.empty:
-        lines += [
-            markdown_table(table),
-            "",
-            "IQM: the mean of the middle 50% of the seeds; [low, high]: 95% stratified bootstrap confidence "
-            f"interval ({reps} resamples; rliable). Greedy eval: `final_eval_return`, the last greedy "
-            "evaluation; training return: the mean of the last 100 training episodes (exploration included).",
-        ]
-        if shared := batched_jobs(runs):
-            lines[-1] += (
-                f" Wall time: {_plural(shared, 'run')} trained as agents of batched processes; each is "
-                "given its process's training time divided by the agents the process trained (shared, not its own)."
-            )
-        lines += sensitivity_section(runs, out, reps)
-        improvement = improvement_table(runs, table, reps // 2)
-        if not improvement.empty:
-            what = "greedy evaluation return" if improvement.score.iloc[0] == EVAL else "training return"
-            pairs = pd.DataFrame(
-                {
-                    "X": improvement.x,
-                    "Y": improvement.y,
-                    "P(X > Y) [95% CI]": [
-                        f"{r.p:.2f} [{r.ci95_low:.2f}, {r.ci95_high:.2f}]" for r in improvement.itertuples()
-                    ],
-                }
-            )
-            lines += [
-                "",
-                f"## Probability of improvement ({what})",
-                "",
-                "The chance that a run of X, the configuration with the highest IQM, scores above a run of Y.",
-                "",
-                pairs.to_markdown(index=False),
-            ]
+    return lines
+
+
+def _aggregates(runs: pd.DataFrame, table: pd.DataFrame, out: Path, reps: int) -> list[str]:
+    """The table of configurations with how to read it, the sensitivity section (its figure written into
+    `out`) and the probability of improvement."""
+    lines = [
+        markdown_table(table),
+        "",
+        "IQM: the mean of the middle 50% of the seeds; [low, high]: 95% stratified bootstrap confidence "
+        f"interval ({reps} resamples; rliable). Greedy eval: `final_eval_return`, the last greedy "
+        "evaluation; training return: the mean of the last 100 training episodes (exploration included).",
+    ]
+    if shared := batched_jobs(runs):
+        lines[-1] += (
+            f" Wall time: {_plural(shared, 'run')} trained as agents of batched processes; each is "
+            "given its process's training time divided by the agents the process trained (shared, not its own)."
+        )
+    lines += sensitivity_section(runs, out, reps)
+    improvement = improvement_table(runs, table, reps // 2)
+    if improvement.empty:
+        return lines
+    what = "greedy evaluation return" if improvement.score.iloc[0] == EVAL else "training return"
+    cells = [f"{r.p:.2f} [{r.ci95_low:.2f}, {r.ci95_high:.2f}]" for r in improvement.itertuples()]
+    pairs = pd.DataFrame({"X": improvement.x, "Y": improvement.y, "P(X > Y) [95% CI]": cells})
+    return lines + [
+        "",
+        f"## Probability of improvement ({what})",
+        "",
+        "The chance that a run of X, the configuration with the highest IQM, scores above a run of Y.",
+        "",
+        pairs.to_markdown(index=False),
+    ]
+
+
+def _jobs_to_act_on(runs: pd.DataFrame, waiting: list[tuple[Path, Path]], plans: dict[Path, list[Path]]) -> list[str]:
+    """The failed, unfinished and not started jobs, each with what to do about it."""
+    lines = []
     failed = runs[~runs["status"].isin([*FINISHED, INCOMPLETE])]
     if not failed.empty:
         lines += ["", "## Failed jobs", ""]
         lines += [f"- `{r.job}` ({r.status}): {r.error}" for r in failed.itertuples()]
+    unfinished = runs[runs["status"] == INCOMPLETE]
     if not unfinished.empty:
         lines += ["", "## Unfinished jobs", ""]
         lines += [f"- `{r.job}`: {with_sweep_command(r.job, r.error, plans)}" for r in unfinished.itertuples()]
     if waiting:
         lines += ["", "## Jobs not started", ""]
         lines += [f"- `{job}`: continue the sweep with {continue_command(sweep)}" for sweep, job in waiting]
-    curves, unreadable = curves_figure(runs, out, done.groupby("env")["reward_threshold"].first().to_dict())
+    return lines
+
+
+def write_report(root: Path | list[Path], reps: int = BOOTSTRAP_REPS, out: Path | None = None) -> str:
+    """Write report.md, report.csv, curves.png, profile.png and sensitivity.png into `out` (by default the one
+    folder `root`) for the runs under `root` (a folder, or several); returns the markdown. Runs of the same
+    configuration and seed count once (`latest_per_seed`). Raises `NoRunsError` where no run was found."""
+    roots = [Path(r) for r in ([root] if isinstance(root, (str, Path)) else root)]
+    if out is None:
+        if len(roots) != 1:
+            raise ValueError("a report of several folders needs the folder to write it into (out=...)")
+        out = roots[0]
+    refuse_link(Path(out))
+    found, runs, damaged = _read(roots)
+    table = summarize(runs, reps)
+    rundir.write_text(out / "report.csv", shown(table.to_csv(index=False)))
+    plans = sweep_plans(roots)
+    waiting = not_started(plans, found)
+    lines = _headline(roots, found, runs, table, len(waiting), len(damaged))
+    lines += shared_settings(runs) + pooled(runs) + _notes(runs, table)
+    if not table.empty:
+        lines += _aggregates(runs, table, out, reps)
+    lines += _jobs_to_act_on(runs, waiting, plans)
+    thresholds = finished_runs(runs).groupby("env")["reward_threshold"].first().to_dict()
+    curves, unreadable = curves_figure(runs, out, thresholds)
     sections = (
         ("Jobs left out of the aggregates", left_out(runs)),
-        ("Repeated seeds (one job kept per configuration and seed)", merged_seeds(merged)),
+        ("Repeated seeds (one job kept per configuration and seed)", merged_seeds(runs.attrs["merged"])),
         ("Damaged jobs (skipped)", damaged),
         ("Curves left out (unreadable)", unreadable),
     )
