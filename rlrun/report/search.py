@@ -14,7 +14,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
 from hydra.errors import HydraException
 
-from rlrun.config.overrides import override_values
+from rlrun.config.overrides import override_key, override_values
 from rlrun.report import plots
 from rlrun.storage import bounded, summary as run_summary
 from rlrun.storage.summary import TRAIN, DamagedJob
@@ -61,7 +61,7 @@ def _space(params: dict[str, Any]) -> dict[str, dict[str, Any]]:
             entry["low"], entry["high"] = _number(sweep.start), _number(sweep.end)
         elif isinstance(sweep, RangeSweep):
             entry["low"], entry["high"] = _number(sweep.start), _number(sweep.stop)
-        space[str(key).lstrip("+~")] = entry
+        space[override_key(str(key))] = entry
     return space
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import yaml
 
+from rlrun.config.overrides import override_key
 from rlrun.logs.logger import RunLogger
 from rlrun.storage import bounded, rundir, summary as run_summary
 from rlrun.storage.summary import Summary
@@ -50,7 +51,7 @@ def write_agent_hydra_dir(agent_dir: Path, config_yaml: str, values: dict[str, A
     hydra_dir.mkdir(parents=True, exist_ok=True)
     rundir.write_text(hydra_dir / "config.yaml", config_yaml)
     own = ("seed", "seeds", "agents", *values)
-    kept = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] not in own]
+    kept = [o for o in overrides if override_key(o) not in own]
     rundir.write_text(hydra_dir / "overrides.yaml", yaml.safe_dump(kept + [f"{key}={v}" for key, v in values.items()]))
 
 
