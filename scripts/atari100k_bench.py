@@ -26,9 +26,9 @@ from pathlib import Path
 
 from benchlib.atari100k_data import GAMES, HUMAN, PUBLISHED, RANDOM, human_normalised
 from benchlib.common import moving_means, report, train_cmd
-from minatar_bench import in_use, last_eval, set_aside_unfinished
+from minatar_bench import last_eval, set_aside_unfinished
 
-from rlrun.storage import bounded  # run files read within bounds, as rlrun reads them
+from rlrun.storage import bounded, runstate  # run files read within bounds, as rlrun reads them
 
 ROWS = {
     "der": ["+experiment=der_atari100k"],  # Data-Efficient Rainbow (Dopamine's DER.gin)
@@ -61,13 +61,14 @@ def learn(args) -> None:
         for game in games:
             for seed in range(args.first_seed, args.first_seed + args.seeds):
                 run = run_dir(root, row, game, seed)
-                if (run / "summary.json").exists():
+                now = runstate.state(run)
+                if now in (runstate.DONE, runstate.FAILED):
                     print(f"{run}: finished, kept", file=sys.stderr)
                     continue
-                if in_use(run):  # another `learn` (on the other core) is training it
+                if runstate.in_use(run):  # another `learn` (on the other core) is training it
                     print(f"{run}: in use by another process, skipped", file=sys.stderr)
                     continue
-                if (run / "checkpoint.pt").exists():
+                if now == runstate.STOPPED:
                     cmd = [sys.executable, "-m", "rlrun.resume", str(run)]
                 else:
                     set_aside_unfinished(run)

@@ -50,7 +50,7 @@ from benchlib.common import (
 )
 
 from rlrun.envs.minatar import GAMES as MODULES  # id name -> the game's module name (the reference's -g)
-from rlrun.storage import bounded  # run files read within bounds, as rlrun reads them
+from rlrun.storage import bounded, runstate  # run files read within bounds, as rlrun reads them
 
 GAMES = list(MODULES)
 # The paper's DQN (Young & Tian 2019, the repository README's curves: 30 seeds, 100-episode mean of training
@@ -113,13 +113,14 @@ def learn(args) -> None:
     games = GAMES if args.games == ["all"] else args.games
     for game in games:
         run_dir = root / f"{label_of(args.setting)}__{game}__{seeds_label(args.first_seed, args.seeds)}"
-        if (run_dir / "summary.json").exists():
+        now = runstate.state(run_dir)
+        if now in (runstate.DONE, runstate.FAILED):
             print(f"{run_dir}: finished, kept", file=sys.stderr)
             continue
-        if in_use(run_dir):  # another `learn` (on the other core) is training this game
+        if runstate.in_use(run_dir):  # another `learn` (on the other core) is training this game
             print(f"{run_dir}: in use by another process, skipped", file=sys.stderr)
             continue
-        if (run_dir / "checkpoint.pt").exists():
+        if now == runstate.STOPPED:
             cmd = [sys.executable, "-m", "rlrun.resume", str(run_dir)]
         else:
             set_aside_unfinished(run_dir)
@@ -134,23 +135,6 @@ def learn(args) -> None:
             cmd = train_cmd(overrides, str(run_dir))
         print("running: " + " ".join(cmd), file=sys.stderr, flush=True)
         subprocess.run(cmd, check=True)
-
-
-def in_use(run_dir: Path) -> bool:
-    """Whether a live rlrun process owns the run directory (holds its lock)."""
-    from filelock import FileLock, Timeout
-
-    from rlrun.storage.rundir import LOCK_NAME
-
-    if not run_dir.is_dir():
-        return False
-    lock = FileLock(str(run_dir / LOCK_NAME), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        return True
-    lock.release()
-    return False
 
 
 def set_aside_unfinished(run_dir: Path) -> None:

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, next to th
 from benchlib.common import Refused, number, read_summary, refusing, report, same_config  # noqa: E402
 
 from rlrun.compare.stats import Comparison, compare, quantile_step, rate_interval  # noqa: E402
-from rlrun.storage import bounded  # noqa: E402
+from rlrun.storage import bounded, runstate  # noqa: E402
 
 PRESETS = {
     "default": ([], 100_000),
@@ -92,20 +92,9 @@ def run_command(name: str, first: int, seeds: int) -> list[str]:
 def wait_for_owner(out: Path) -> None:
     """Wait while another process owns the run in `out` (its lock held: another preset_seeds filling the same
     --keep folder), so that its run is then reused or resumed rather than refused as in use."""
-    from filelock import FileLock, Timeout
-
-    from rlrun.storage.rundir import LOCK_NAME
-
-    lock = out / LOCK_NAME
-    if not lock.exists():
-        return
-    try:
-        with FileLock(str(lock), timeout=0):
-            return  # free: nobody trains there now
-    except Timeout:
+    if runstate.in_use(out):
         print(f"{out}: trained by another process; waiting for it to end", file=sys.stderr, flush=True)
-    with FileLock(str(lock)):  # blocks until the owner ends
-        pass
+        runstate.wait_for_owner(out)
 
 
 def run_process(name: str, first: int, seeds: int, out: Path) -> tuple[dict, float]:
@@ -114,7 +103,8 @@ def run_process(name: str, first: int, seeds: int, out: Path) -> tuple[dict, flo
     overrides = run_command(name, first, seeds)
     wait_for_owner(out)
     saved = out / ".hydra" / "config.yaml"
-    if (out / "summary.json").exists() and saved.exists():
+    now = runstate.state(out)
+    if now in (runstate.DONE, runstate.FAILED) and saved.exists():
         import yaml  # omegaconf's dependency; only a reused run needs it
 
         # The composed configs, not the overrides, must match: a preset's files may have changed since.
@@ -126,7 +116,7 @@ def run_process(name: str, first: int, seeds: int, out: Path) -> tuple[dict, flo
         print(f"{name}: reusing the run in {out}", file=sys.stderr, flush=True)
         return summary, max(a["wall_time_s"] for a in summary["agents"].values())
     start = time.perf_counter()
-    if (out / "checkpoint.pt").exists():  # an interrupted run of this variant: continue it where it stopped
+    if now == runstate.STOPPED:  # an interrupted run of this variant: continue it where it stopped
         print(f"{name}: python -m rlrun.resume {out}", file=sys.stderr, flush=True)
         subprocess.run([sys.executable, "-m", "rlrun.resume", str(out)], check=True, capture_output=True)
         summary = read_summary(out, agents=True)

@@ -22,8 +22,7 @@ from typing import Any
 
 from rlrun.config.preflight import hydra_quote
 from rlrun.errors import Exit
-from rlrun.storage import bounded, rundir, summary as run_summary
-from rlrun.sweeps.jobtable import FINISHED
+from rlrun.storage import bounded, rundir, runstate, summary as run_summary
 
 PLAN = "plan.json"
 ARMS = ("A", "B")
@@ -115,11 +114,11 @@ def write_plan(root: Path, plan: Plan) -> None:
 
 
 def state(out: Path, overrides: list[str]) -> str:
-    """'new', 'done' (finished: read it), or 'stopped' (a checkpoint: resume it). RoundError for a directory
-    holding another run, a failed one, or no run this comparison can use."""
+    """'new', 'done' (finished: read it), or 'stopped' (a checkpoint: resume it) (`rlrun.storage.runstate`).
+    RoundError for a directory holding another run, a failed one, or no run this comparison can use."""
     if not out.exists():
-        return "new"
-    if in_use(out):
+        return runstate.NEW
+    if runstate.in_use(out):
         raise RoundError(
             f"{out} is in use by another rlrun process (this comparison run twice?); it was left unchanged"
         )
@@ -130,36 +129,20 @@ def state(out: Path, overrides: list[str]) -> str:
         raise RoundError(f"{e}; remove {out} to train the round again", Exit.BAD_INPUT) from None
     if saved is not None and saved != overrides:
         raise RoundError(f"{out} holds a run of other overrides ({saved}); it was left unchanged", Exit.BAD_INPUT)
-    if (out / run_summary.FILE).exists():
-        try:
-            summary = run_summary.read(out)
-        except run_summary.DamagedJob as e:
-            raise RoundError(f"{out}: {e}; remove that directory to train the round again", Exit.BAD_INPUT) from None
-        if summary.get("status") in FINISHED:
-            return "done"
-        if summary.get("status") == "failed" and not (out / "checkpoint.pt").exists():
-            raise RoundError(f"{out}: the run failed ({summary.get('error')}); see {out / 'train.log'}")
-    if (out / "checkpoint.pt").exists():
-        return "stopped"
-    raise RoundError(
-        f"{out} holds no finished run and no checkpoint (a round stopped before its first checkpoint); remove that "
-        "directory and rerun the comparison to train the round again",
-        Exit.BAD_INPUT,
-    )
-
-
-def in_use(out: Path) -> bool:
-    """Whether a live process owns the run directory (holds its lock): a round another process is training."""
-    from filelock import FileLock, Timeout
-
-    lock = out / rundir.LOCK_NAME
-    if not lock.exists() or lock.is_symlink():
-        return False
     try:
-        with FileLock(str(lock), timeout=0):
-            return False
-    except Timeout:
-        return True
+        now = runstate.state(out)
+    except run_summary.DamagedJob as e:
+        raise RoundError(f"{out}: {e}; remove that directory to train the round again", Exit.BAD_INPUT) from None
+    if now == runstate.FAILED:
+        error = run_summary.read(out).get("error")
+        raise RoundError(f"{out}: the run failed ({error}); see {out / 'train.log'}")
+    if now == runstate.UNSTARTED:
+        raise RoundError(
+            f"{out} holds no finished run and no checkpoint (a round stopped before its first checkpoint); remove "
+            "that directory and rerun the comparison to train the round again",
+            Exit.BAD_INPUT,
+        )
+    return now
 
 
 class Runner:
@@ -210,10 +193,10 @@ def run_round(runner: Runner, root: Path, plan: Plan, arm: str, first: int, n: i
     overrides = plan.overrides(arm, first, n)
     now = state(out, overrides)
     what = f"arm {arm}, seeds {first}-{first + n - 1}"
-    if now == "done":
+    if now == runstate.DONE:
         print(f"rlrun.compare: {what}: finished in {out}", file=sys.stderr, flush=True)
         return "reused"
-    if now == "stopped":
+    if now == runstate.STOPPED:
         print(f"rlrun.compare: {what}: {rundir.resume_command(out)}", file=sys.stderr, flush=True)
         runner.run(["-m", "rlrun.resume", str(out)], what)
         return "resumed"
