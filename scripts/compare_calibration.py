@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from rlrun.compare import sequential, stats
-from rlrun.compare.output import hardware
+from rlrun.machine import hardware
 
 
 def solved_outcomes(rng: np.random.Generator, reps: int, seeds: int, q_a: float, q_b: float, rho: float):

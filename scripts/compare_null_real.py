@@ -31,9 +31,9 @@ import numpy as np
 import pandas as pd
 
 from rlrun.compare import arms, stats
-from rlrun.compare.output import hardware
 from rlrun.compare.rounds import Plan, RoundError, Runner, state
 from rlrun.compare.run import looks_of
+from rlrun.machine import hardware
 
 
 def missing_chunks(have: set[int], first: int, agents: int, per_run: int) -> list[tuple[int, int]]:

@@ -3,7 +3,6 @@ table, the curves and the commands that reproduce it), compare.csv (the per-seed
 
 from __future__ import annotations
 
-import platform
 import shlex
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,18 +13,8 @@ import pandas as pd
 
 from rlrun.compare.decide import WHAT, Look, better_chance, number_format, test_name
 from rlrun.compare.stats import rate_interval
+from rlrun.machine import hardware
 from rlrun.storage import rundir
-
-
-def hardware() -> str:
-    """The CPU's model name (as `lscpu` shows it), else what Python knows of the machine."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _cell(x: float, digits: str = ".1f") -> str:

@@ -7,9 +7,7 @@ import datetime
 import io
 import math
 import os
-import platform
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
@@ -19,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rlrun.machine import hardware
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout these scripts belong to: `compare`'s current tree
 COMMAND = "python " + shlex.join(sys.argv)
@@ -142,21 +142,6 @@ def alternate(contestants: dict[str, Callable[[], Any]], rounds: int) -> dict[st
         shown = {k: [round(v.wall if isinstance(v, Run) else v, 1) for v in vs] for k, vs in results.items()}
         print(f"round {r + 1}/{rounds}: {shown}", file=sys.stderr, flush=True)
     return results
-
-
-def hardware() -> str:
-    try:
-        cpuinfo = Path("/proc/cpuinfo").read_text()
-        cpu = next(line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name"))
-    except (OSError, StopIteration):
-        cpu = platform.processor() or platform.machine()
-    text = f"{cpu}, {os.cpu_count()} logical cores"
-    if shutil.which("nvidia-smi"):
-        gpus = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], check=False, capture_output=True, text=True
-        ).stdout.split("\n")
-        text += "".join(f"; GPU {g.strip()}" for g in gpus if g.strip())
-    return text
 
 
 def pinning(parallel: bool = False) -> str:
