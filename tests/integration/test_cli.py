@@ -157,7 +157,18 @@ def test_plain_install_finds_configs_outside_the_checkout(tmp_path):
 def test_doctor_reports_versions():
     proc = subprocess.run([sys.executable, "-m", "rlrun.doctor"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for name in ("torch", "gymnasium", "hydra-core", "tensorboard", "filelock", "rliable", "gpus", "cpu bf16", "ale-py", "ray"):
+    for name in (
+        "torch",
+        "gymnasium",
+        "hydra-core",
+        "tensorboard",
+        "filelock",
+        "rliable",
+        "gpus",
+        "cpu bf16",
+        "ale-py",
+        "ray",
+    ):
         assert re.search(rf"^{name} ", proc.stdout, re.M), name
     assert "(optional: the atari extra)" in proc.stdout and "(optional: the mlflow extra)" in proc.stdout
     starts = {
@@ -173,7 +184,10 @@ def test_doctor_reports_versions():
     "override,line",
     [
         ("network=foo", "network='foo': allowed one of c51, cnn, der, dueling, iqn, minatar, mlp, noisy, qrdqn."),
-        ("+experiment=foo", "experiment='foo': allowed one of atari_fast, der_atari100k, drq_eps_atari100k, minatar_paper, pqn_atari,"),
+        (
+            "+experiment=foo",
+            "experiment='foo': allowed one of atari_fast, der_atari100k, drq_eps_atari100k, minatar_paper, pqn_atari,",
+        ),
     ],
 )
 def test_an_unknown_group_option_is_one_line_naming_the_options(tmp_path, override, line):
