@@ -185,8 +185,8 @@ def build(cfg: DictConfig) -> Parts:
         nets.append(make_network(cfg, obs_shape, n_actions, device))
     network = nets[0] if len(seeds) == 1 else stack_networks(nets)
     d = cfg.device
+    layout = memory_format(d.channels_last, device, cfg.network.encoder)
     if cfg.network.encoder in FRAME_ENCODERS:  # 84x84 frames; MinAtar's 10x10 grids are too small to gain
-        layout = memory_format(d.channels_last, device, cfg.network.encoder)
         # Module.to(memory_format=...) is documented; torch's type stubs omit the keyword
         network = network.to(memory_format=layout)  # type: ignore[call-overload]
     warn_emulated_bf16(d.amp, device)

@@ -22,7 +22,7 @@ GROUPS = {
 
 
 def test_groups_have_the_promised_options():
-    assert GROUPS["network"] == ["c51", "cnn", "dueling", "iqn", "minatar", "mlp", "noisy", "qrdqn"]
+    assert GROUPS["network"] == ["c51", "cnn", "der", "dueling", "iqn", "minatar", "mlp", "noisy", "qrdqn"]
     assert GROUPS["buffer"] == ["per", "uniform"]
     assert GROUPS["optimizer"] == ["adam", "rmsprop", "sgd"]
     assert GROUPS["device"] == ["auto", "cpu", "cuda"]
@@ -31,7 +31,7 @@ def test_groups_have_the_promised_options():
 
 @pytest.mark.parametrize("group,option", [(g, o) for g, opts in GROUPS.items() for o in opts])
 def test_every_option_composes_validates_and_builds(compose, group, option):
-    pixels = (group, option) in (("network", "cnn"), ("env", "atari"))  # these two go together
+    pixels = (group, option) in (("network", "cnn"), ("network", "der"), ("env", "atari"))  # these go together
     cfg = compose(*_option_overrides(group, option))
     if group == "device" and option == "cuda" and not torch.cuda.is_available():
         validate(cfg)  # types and ranges are fine; resolve_device refuses it (tested below)
@@ -191,9 +191,10 @@ def test_the_read_recorder_counts_reads_not_validation_or_dumps(compose, config_
 
 
 def _option_overrides(group, option):
-    pixels = (group, option) in (("network", "cnn"), ("env", "atari"))  # these two go together
+    pixels = (group, option) in (("network", "cnn"), ("network", "der"), ("env", "atari"))  # these go together
     grid = (group, option) == ("network", "minatar")  # MinAtar's network reads MinAtar's grids
-    return [f"{group}={option}", *(["env=atari", "network=cnn"] if pixels else ["env=minatar"] if grid else [])]
+    network = ["network=cnn"] if option != "der" else []
+    return [f"{group}={option}", *(["env=atari", *network] if pixels else ["env=minatar"] if grid else [])]
 
 
 @pytest.mark.parametrize("group,option", [(g, o) for g, opts in GROUPS.items() for o in opts])
