@@ -134,7 +134,7 @@ class DeviceConfig:
     type: str = "auto"  # auto | cpu | cuda
     threads: int | None = 1  # torch intra-op threads; null: torch's default (one per core). rlrun/training/device.py
     amp: str = "none"  # none | bf16 (autocast) | fp16 (autocast + GradScaler)
-    channels_last: bool | None = None  # frame CNNs' weights channels-last; null: nature_cnn on the CPU (faster)
+    channels_last: bool | None = None  # one agent's frame CNN channels-last; null: nature_cnn on the CPU (faster)
     compile: bool = False  # torch.compile the loss computation (forward, target, loss; backward via AOT)
     compile_optimizer: bool = False  # torch.compile the optimizer step (RMSprop, SGD: torch has no fused kernel)
     compile_mode: str = "default"  # default | reduce-overhead | max-autotune

@@ -186,7 +186,9 @@ def build(cfg: DictConfig) -> Parts:
     network = nets[0] if len(seeds) == 1 else stack_networks(nets)
     d = cfg.device
     layout = memory_format(d.channels_last, device, cfg.network.encoder)
-    if cfg.network.encoder in FRAME_ENCODERS:  # 84x84 frames; MinAtar's 10x10 grids are too small to gain
+    # One agent's frame network (84x84 frames; MinAtar's 10x10 grids are too small to gain). Stacked agents'
+    # weights have a leading agent axis, which has no channels-last layout.
+    if cfg.network.encoder in FRAME_ENCODERS and len(seeds) == 1:
         # Module.to(memory_format=...) is documented; torch's type stubs omit the keyword
         network = network.to(memory_format=layout)  # type: ignore[call-overload]
     warn_emulated_bf16(d.amp, device)
