@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from rlrun.errors import ConfigError
-from rlrun.report import FINISHED, TRAIN, load_curve, load_run, run_dirs
+from rlrun.report import FINISHED, TRAIN, curves_of, load_run, run_dirs
 from rlrun.storage.summary import DamagedJob
 
 METRICS = ("solved", "steps", "final", "auc")
@@ -118,20 +118,7 @@ def curve_area(curve: pd.DataFrame) -> float:
 def curves(table: pd.DataFrame, label: str) -> pd.DataFrame:
     """Every run's 100-episode mean training curve, in the report's long format (job, configuration, env). A
     run whose curve is damaged (a CSV value that is no number) has none: `attrs["damaged"]` lists (job, why)."""
-    frames, damaged = [], []
-    for row in table.itertuples():
-        try:
-            frames.append(load_curve(Path(row.job)).assign(job=row.job, configuration=label, env=row.env))
-        except DamagedJob as e:
-            damaged.append((row.job, str(e)))
-    frames = [f for f in frames if len(f)]
-    out = (
-        pd.concat(frames, ignore_index=True)
-        if frames
-        else pd.DataFrame(columns=["step", "value", "job", "configuration", "env"])
-    )
-    out.attrs["damaged"] = damaged
-    return out
+    return curves_of(table.assign(configuration=label), finished_only=False)
 
 
 def with_auc(table: pd.DataFrame, arm_curves: pd.DataFrame) -> pd.DataFrame:

@@ -299,11 +299,14 @@ def load_curve(run_dir: Path, tag: str = CURVE_TAG) -> pd.DataFrame:
     return pd.DataFrame(columns=["step", "value"])
 
 
-def curves_of(runs: pd.DataFrame, tag: str = CURVE_TAG) -> pd.DataFrame:
-    """Long format: job, configuration, env, step, value for every finished job of `runs` (`load_sweep`). A
-    job whose curve is damaged is left out: `attrs["damaged"]` lists them as (job directory, reason)."""
+def curves_of(runs: pd.DataFrame, tag: str = CURVE_TAG, finished_only: bool = True) -> pd.DataFrame:
+    """Long format: job, configuration, env, step, value for every finished job of `runs` (`load_sweep`; every
+    job with `finished_only=False`). A job whose curve is damaged is left out: `attrs["damaged"]` lists them as
+    (job directory, reason)."""
     frames, damaged = [], []
-    for row in runs[runs["status"].isin(FINISHED)].itertuples() if not runs.empty else []:
+    if not runs.empty and finished_only:
+        runs = runs[runs["status"].isin(FINISHED)]
+    for row in runs.itertuples():
         try:
             curve = load_curve(Path(row.job), tag)
         except DamagedJob as e:
