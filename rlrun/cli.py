@@ -19,6 +19,7 @@ import os
 import sys
 import tokenize
 import typing
+from collections.abc import Mapping
 from contextlib import nullcontext
 from importlib.resources import files
 from pathlib import Path
@@ -168,7 +169,7 @@ def config_groups() -> dict[str, list[str]]:
     return groups
 
 
-def config_lines(cfg: Any, schema: type | None = None, indent: str = "") -> list[str]:
+def config_lines(cfg: Mapping[str, object], schema: type | None = None, indent: str = "") -> list[str]:
     """`key: value  # description` for every key of `cfg`, nested groups indented."""
 
     schema = schema or config.RunConfig
@@ -236,7 +237,7 @@ def _field_types(schema: type | None) -> dict[str, Any]:
     return typing.get_type_hints(schema) if schema is not None else {}
 
 
-def _dataclass_in(hint: Any) -> type | None:
+def _dataclass_in(hint: object) -> type | None:
 
     for t in (hint, *typing.get_args(hint)):
         if isinstance(t, type) and dataclasses.is_dataclass(t):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import sys
 from enum import IntEnum
-from typing import Any, NoReturn
+from typing import NoReturn
 
 
 class Exit(IntEnum):
@@ -32,7 +32,7 @@ def fail(message: str, code: int = Exit.BAD_INPUT, *, command: str = "rlrun") ->
 class ConfigError(ValueError):
     """A config value is out of range or inconsistent; the message names the key and what is allowed."""
 
-    def __init__(self, key: str, value: Any, allowed: str):
+    def __init__(self, key: str, value: object, allowed: str):
         self.key, self.value, self.allowed = key, value, allowed
         super().__init__(f"Invalid config value {key}={value!r}: allowed {allowed}.")
 
@@ -40,7 +40,7 @@ class ConfigError(ValueError):
 class UnknownKeyError(ConfigError):
     """A key that no schema has (a typo such as `+algo.gama=0.5`, or anything a crafted file adds)."""
 
-    def __init__(self, key: str, value: Any, known: list[str]):
+    def __init__(self, key: str, value: object, known: list[str]):
         parent, _, name = key.rpartition(".")
         near = difflib.get_close_matches(name, known, n=1)
         hint = (

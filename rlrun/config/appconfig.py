@@ -8,12 +8,13 @@ the directory of, the job Hydra will run, whichever flags chose its config.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import copy
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from hydra import version
 from hydra.core.config_search_path import ConfigSearchPath, SearchPathQuery
@@ -35,7 +36,7 @@ class ConfigSource:
     config_dir: str | None = None
 
     @classmethod
-    def from_args(cls, args: Any) -> ConfigSource:
+    def from_args(cls, args: argparse.Namespace) -> ConfigSource:
         """From Hydra's parsed command line (`--config-name`, `--config-path`, `--config-dir`)."""
         return cls(
             args.config_name if args.config_name is not None else APP_CONFIG_NAME,
@@ -55,6 +56,8 @@ class ConfigSource:
         return search_path
 
 
+T = TypeVar("T")
+
 RLRUN_CONFIG = ConfigSource()  # rlrun's own config, as a plain command line composes it
 
 
@@ -71,7 +74,7 @@ def initialized(source: ConfigSource) -> Iterator[None]:
         restore_gh_from_backup(backup)
 
 
-_composed: dict[Any, Any] | None = None  # one command's compositions, within `composed_once`
+_composed: dict[Hashable, Any] | None = None  # one command's compositions, within `composed_once`
 
 
 @contextlib.contextmanager
@@ -86,7 +89,7 @@ def composed_once() -> Iterator[None]:
         _composed = None
 
 
-def memoized(key: Any, compose: Callable[[], Any]) -> Any:
+def memoized(key: Hashable, compose: Callable[[], T]) -> T:
     """`compose()`, or within `composed_once` a copy of its first result for `key`."""
     if _composed is None:
         return compose()

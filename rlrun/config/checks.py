@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 from rlrun.errors import ConfigError
 
 
-def check(ok: bool, key: str, value: Any, allowed: str) -> None:
+def check(ok: bool, key: str, value: object, allowed: str) -> None:
     if not ok:
         raise ConfigError(key, value, allowed)
 

@@ -5,12 +5,11 @@ may name no more classes than before, only the old spelling of the same ones."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 MOVED_TARGETS = {"network": {"rlrun.networks.QNetwork": "rlrun.nets.networks.QNetwork"}}
 
 
-def with_current_targets(saved: Any) -> Any:
+def with_current_targets(saved: object) -> object:
     """`saved` with each group's `_target_` that names a moved class renamed to its path today."""
     if not isinstance(saved, Mapping):
         return saved

@@ -77,7 +77,7 @@ def check(
     """PBT's rules (a ConfigError naming the key for the first broken one). `pbt`: the node as plain values;
     `agents`: K; `batchable`: the keys the algorithm lets differ per agent; `evaluates`: eval.interval > 0."""
 
-    def need(ok: bool, key: str, value: Any, allowed: str) -> None:
+    def need(ok: bool, key: str, value: object, allowed: str) -> None:
         if not ok:
             raise ConfigError(f"pbt.{key}", value, allowed)
 

@@ -17,8 +17,9 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import gymnasium as gym
 from hydra import compose as hydra_compose
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
@@ -42,6 +43,9 @@ from rlrun.envs.pixels import check_ale, check_image_obs
 from rlrun.errors import ConfigError
 from rlrun.logs.sinks.reachable import check_backends
 from rlrun.storage import rundir
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -159,7 +163,7 @@ def check_job(task: DictConfig, probed: dict) -> None:
         print(line, file=sys.stderr)
 
 
-def training_device(kind: str, pixels: bool) -> Any:
+def training_device(kind: str, pixels: bool) -> torch.device:
     """The device replay will live on, as `train` resolves it (which prints its note on MLPs, once)."""
     # the builders only for the memory check of a job that will run
     from rlrun.training.device import resolve_device
@@ -167,7 +171,7 @@ def training_device(kind: str, pixels: bool) -> Any:
     return resolve_device("cpu" if kind == "auto" and not pixels else kind, pixels)
 
 
-def observation_space(task: DictConfig) -> Any:
+def observation_space(task: DictConfig) -> gym.spaces.Box:
     """The observation space of the env as the run makes it, once its spaces and pixels are checked."""
     # the env factory only for the memory check of a job that will run
     from rlrun.envs.vector import check_spaces, env_spec
@@ -186,13 +190,14 @@ def observation_space(task: DictConfig) -> Any:
     try:
         check_spaces(envs, e.id)
         space = envs.single_observation_space
+        assert isinstance(space, gym.spaces.Box)  # check_spaces refuses any other
         check_image_obs(e.id, space, e.frame_stack, task.network.encoder)
     finally:
         envs.close()
     return space
 
 
-def replay_line(task: DictConfig, space: Any, on_host: bool) -> str | None:
+def replay_line(task: DictConfig, space: gym.spaces.Box, on_host: bool) -> str | None:
     """What replay will hold, as a line to print when it is large; ConfigError where it cannot fit."""
     # the algorithm registry only once a config is checked
     from rlrun.algos import algorithm

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -35,6 +35,9 @@ from omegaconf import OmegaConf
 from rlrun.config.overrides import override_key, override_values, split
 from rlrun.errors import ConfigError
 from rlrun.storage import bounded
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 # Keys (and key prefixes, ending in ".") that name no experiment: logging, devices, Hydra, the logging
 # backends, checkpointing, resuming, the search preset.
@@ -56,7 +59,7 @@ def safe(text: str, limit: int = MAX_CHARS) -> str:
     return out
 
 
-def check_exp_name(value: Any) -> None:
+def check_exp_name(value: object) -> None:
     """A typed `exp_name` is part of one directory's name, as it is: refused (ConfigError) where it would
     leave that name (`../x`, `a/b`, an interpolation giving a path) or change it (`safe` would rewrite it)."""
     ok = value is None or (isinstance(value, str) and value != "" and safe(value) == value)
@@ -136,7 +139,7 @@ def swept_in(overrides: Iterable[str]) -> set[str]:
     return {o.key_or_group.lstrip("+~") for o in parsed if o.is_sweep_override()}
 
 
-def swept_keys(sweep_dir: Path, sweeper_params: Any) -> set[str] | None:
+def swept_keys(sweep_dir: Path, sweeper_params: object) -> set[str] | None:
     """The keys the sweep varies: its command line's sweeps (read from multirun.yaml, which Hydra's basic
     sweeper writes) and its sweeper's params; None where the command line is unknown. A sweeper that writes
     no multirun.yaml (Optuna) also samples the sweeps given on the command line, which its params do not
@@ -146,13 +149,13 @@ def swept_keys(sweep_dir: Path, sweeper_params: Any) -> set[str] | None:
         found = swept_in(saved["hydra"]["overrides"]["task"])
     except (bounded.FileRefused, KeyError, TypeError):
         return None
-    params: Any = OmegaConf.to_container(sweeper_params) if OmegaConf.is_config(sweeper_params) else sweeper_params
+    params: object = OmegaConf.to_container(sweeper_params) if OmegaConf.is_config(sweeper_params) else sweeper_params
     if isinstance(params, dict) and params:
         found |= swept_in(f"{k!s}={v!s}" for k, v in params.items())
     return found
 
 
-def job_subdir(root: Any) -> str:
+def job_subdir(root: DictConfig) -> str:
     """A sweep job's directory under the sweep dir: `k=v/k2=v2` over the swept keys, all of them (so no two
     jobs share one), or where they are unknown or none over the overrides less the quiet keys; the job's
     number where none is left."""

@@ -46,7 +46,7 @@ from rlrun.envs.vector import env_spec
 from rlrun.errors import ConfigError
 
 
-def check(raw: Any, env_id: str | None = None) -> None:
+def check(raw: object, env_id: str | None = None) -> None:
     """Refuse an interpolation anywhere in `raw` (naming its key) and a `module:` env id that `env_id`, the
     id given on the command line, does not repeat (a given `env_id` must be the saved one)."""
     _refuse_interpolations(raw, "")
@@ -64,7 +64,7 @@ def check(raw: Any, env_id: str | None = None) -> None:
         )
 
 
-def _refuse_interpolations(node: Any, key: str) -> None:
+def _refuse_interpolations(node: object, key: str) -> None:
     if isinstance(node, Mapping):
         for k, v in node.items():
             _refuse_interpolations(v, f"{key}.{k}" if key else str(k))
@@ -75,7 +75,7 @@ def _refuse_interpolations(node: Any, key: str) -> None:
         raise ConfigError(key, node, "a plain value: interpolations in a saved config are never resolved")
 
 
-def from_disk(raw: Any, env_id: str | None = None) -> DictConfig:
+def from_disk(raw: object, env_id: str | None = None) -> DictConfig:
     """A config read from a run directory or a checkpoint: `check`ed, then rebuilt on rlrun's schemas."""
     if isinstance(raw, DictConfig):
         raw = OmegaConf.to_container(raw, resolve=False)
@@ -109,12 +109,13 @@ def without_locations(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def from_saved(saved: Any) -> DictConfig:
+def from_saved(saved: object) -> DictConfig:
     """A config read from a run directory or a checkpoint, rebuilt on rlrun's own schemas: unknown keys
     and targets outside `GROUP_TARGETS` are refused and types are checked (`ConfigError`), keys missing
     from an older run get the schema's defaults; a class path from before the module move, today's (moved)."""
     saved = with_current_targets(saved)
     check_schema(saved)
+    assert isinstance(saved, Mapping)  # check_schema refuses anything else
     if "logger" not in saved:  # a run from before the logger group logged to TensorBoard
         saved = {**saved, "logger": {"tensorboard": {}}}
     groups = {g: GROUP_TARGETS[g][saved[g]["_target_"]]() for g in GROUP_TARGETS}
@@ -129,7 +130,7 @@ def from_saved(saved: Any) -> DictConfig:
     return merged
 
 
-def rebuilt(saved: Any) -> dict:
+def rebuilt(saved: object) -> dict:
     """A saved config as plain values, rebuilt on today's schemas (`from_saved`): keys added since filled in."""
     return OmegaConf.to_container(from_saved(saved))  # type: ignore[return-value]
 
@@ -155,7 +156,7 @@ def resumed(run_dir: Path, saved: DictConfig, overrides: list[str], composed: Di
     return cfg
 
 
-def unsafe_override(run_dir: Path, override: str, typed: Any = None, saved: Any = None) -> ConfigError:
+def unsafe_override(run_dir: Path, override: str, typed: object = None, saved: object = None) -> ConfigError:
     """The refusal of an override that would change a resumed run's experiment; `typed` and `saved`: the
     key's value as composed and as saved, where known (None: the override as typed, no saved value named)."""
     known = saved is not None and not isinstance(saved, DictConfig)

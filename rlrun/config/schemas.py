@@ -8,8 +8,9 @@ cross-key rules) live in `validate()`, which runs before anything is built or wr
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
@@ -17,6 +18,9 @@ from omegaconf import MISSING, OmegaConf
 from rlrun.algos import ALGORITHMS
 from rlrun.config.pbt import PBTConfig
 from rlrun.config.runnames import job_subdir, run_part, safe
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 
 @dataclass
@@ -239,17 +243,17 @@ class RunConfig:
     objective: str = "final_mean_return_100"
 
 
-def _run_part(overrides: Any) -> str:
+def _run_part(overrides: Iterable[str] | None) -> str:
 
     return run_part(overrides)
 
 
-def _job_dir(*, _root_: Any) -> str:
+def _job_dir(*, _root_: DictConfig) -> str:
 
     return job_subdir(_root_)
 
 
-def experiment_name(exp_name: Any, algo_kind: Any = "dqn") -> str:
+def experiment_name(exp_name: object, algo_kind: object = "dqn") -> str:
     """`exp_name`, or the algorithm's name where it is null (the resolver `rlrun_exp_name` for the run dir)."""
     return str(exp_name) if exp_name is not None else str(algo_kind)
 

@@ -19,7 +19,7 @@ from rlrun.errors import ConfigError, UnknownKeyError
 from rlrun.storage.summary import OBJECTIVES
 
 
-def check_schema(cfg: Any) -> None:
+def check_schema(cfg: object) -> None:
     """Every key of `cfg` belongs to rlrun's schema, and every `_target_` names one of rlrun's own classes
     (`rlrun.config.schemas.TARGET_SCHEMAS`). This is what makes it safe to instantiate a config read from a run
     directory or a checkpoint: nothing in it can choose other code."""
@@ -57,14 +57,14 @@ def _walk(node: Mapping, schema: type, prefix: str) -> None:
             raise ConfigError(path, value, "plain values here, not mappings")
 
 
-def _holds_mapping(value: Any) -> bool:
+def _holds_mapping(value: object) -> bool:
     return isinstance(value, Mapping) or (isinstance(value, (list, tuple)) and any(map(_holds_mapping, value)))
 
 
-def _dataclass_in(hint: Any) -> Any:
+def _dataclass_in(hint: object) -> type | None:
     """The dataclass in a field's type (`AtariConfig` in `Optional[AtariConfig]`), or None."""
     for t in (hint, *typing.get_args(hint)):
-        if dataclasses.is_dataclass(t):
+        if isinstance(t, type) and dataclasses.is_dataclass(t):
             return t
     return None
 
@@ -234,7 +234,8 @@ def check_explored(cfg: DictConfig, key: str, values: list[float]) -> None:
     """Each of `values` as `key`'s value in `cfg`, as a single run, passes every rule (else a ConfigError naming
     the key); explored keys' rules are intervals, so the least and greatest value stand for all."""
     for value in {min(values), max(values)}:
-        probe: Any = OmegaConf.merge(cfg, {"pbt": None, "agents": [], "seeds": 1})
+        probe = OmegaConf.merge(cfg, {"pbt": None, "agents": [], "seeds": 1})
+        assert isinstance(probe, DictConfig)
         OmegaConf.update(probe, key, value, merge=False)
         validate(probe)
 
