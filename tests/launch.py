@@ -228,5 +228,7 @@ def _exec_instead(env: dict[str, str]) -> bool:
 def overriding(base: list[str] | tuple[str, ...], *args: object) -> list[str]:
     """`base`'s overrides less the keys that `args` give, then `args`: rlrun refuses a key given twice, so a
     test that sets a key of its base command line replaces it."""
-    given = {str(a).lstrip("+~").partition("=")[0] for a in args if "=" in str(a)}
-    return [o for o in base if o.lstrip("+~").partition("=")[0] not in given] + [str(a) for a in args]
+    from rlrun.config.overrides import split
+
+    given = {split(str(a))[0] for a in args if "=" in str(a)}
+    return [o for o in base if split(o)[0] not in given] + [str(a) for a in args]
