@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch import nn
+
+from rlrun.nets.protocol import QNet
 
 
 class GreedyActor:
@@ -20,7 +21,7 @@ class GreedyActor:
     k * B to (k + 1) * B - 1, as the vector env of a run with K agents lays them out. `obs` is a numpy
     array or a tensor."""
 
-    def __init__(self, net: nn.Module, device: torch.device):
+    def __init__(self, net: QNet, device: torch.device):
         self.net, self.device = net, device
         self.agents: int | None = getattr(net, "agents", None)
 

@@ -9,7 +9,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the hooks' argument: the run's config (their room reads its own node)
+    import torch
     from omegaconf import DictConfig
+
+    from rlrun.algos.update import UpdateStep
+    from rlrun.nets.protocol import QNet
 
 # Keys whose value may differ between the agents of one process for every algorithm (rlrun.training.agents): each
 # changes numbers inside the batched computation, never its shapes.
@@ -49,6 +53,6 @@ class Algorithm:
     collector: str
     batchable: tuple[str, ...]  # keys that may differ between the agents of one process
     check: Callable[[DictConfig], None]  # its own rules, after the common ones (rlrun.config.validate)
-    # (cfg, network, optimizer, generators, per_agent) -> its learner: an rlrun.algos.update.UpdateStep
-    make_learner: Callable[[DictConfig, Any, Any, list, PerAgent], Any]
+    # (cfg, network, optimizer, generators, per_agent) -> its learner
+    make_learner: Callable[[DictConfig, QNet, torch.optim.Optimizer, list[torch.Generator], PerAgent], UpdateStep]
     schedule: Callable[[DictConfig], Schedule]

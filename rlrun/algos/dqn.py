@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     import torch
 
     from rlrun.algos.update import UpdateStep
-    from rlrun.nets.heads import LossTerms
+    from rlrun.nets.heads import Head, LossTerms
+    from rlrun.nets.protocol import Generators, QNet
     from rlrun.replay import Batch
 
 # Scalar losses by name (torch.nn.functional's); cross_entropy (C51) and quantile_huber (QR-DQN, IQN) are
@@ -74,21 +75,22 @@ class TDLoss:
 
     def __init__(
         self,
-        online: Any,
-        target: Any,
+        online: QNet,
+        target: QNet,
         *,
         double: bool = True,
         loss: str = "mse",
         kappa: float = 1.0,
         iqn_taus: int = 8,
         iqn_target_taus: int = 8,
-        noise_generator: Any = None,
+        noise_generator: Generators = None,
     ):
         # torch only when a learner is built: the registry is read by --help, which stays torch-free
         from rlrun.nets.heads import ScalarHead
 
         # QNetwork and the stacked networks declare their head; any other module maps obs to scalar Q-values.
-        self.online, self.target, self.head = online, target, getattr(online, "q_head", ScalarHead())
+        self.online, self.target = online, target
+        self.head: Head = getattr(online, "q_head", ScalarHead())
         if loss not in self.head.losses:
             raise ValueError(f"loss={loss!r} does not fit a {self.head.name} head: use {' or '.join(self.head.losses)}")
         self.double, self.loss_fn = double, scalar_loss(loss) if loss in LOSSES else None
@@ -111,15 +113,18 @@ class TDLoss:
         import torch
 
         generators = self.noise_generator
-        if self.agents is None or not isinstance(generators, (list, tuple)):
-            return torch.rand(*batch_shape, n, generator=generators, device=self.device)
-        return torch.stack([torch.rand(batch_shape[-1], n, generator=g, device=self.device) for g in generators])
+        if self.agents is not None and isinstance(generators, (list, tuple)):
+            return torch.stack([torch.rand(batch_shape[-1], n, generator=g, device=self.device) for g in generators])
+        assert not isinstance(generators, (list, tuple)), "one generator per agent: a stacked network's"
+        return torch.rand(*batch_shape, n, generator=generators, device=self.device)
 
 
 TD_KEYS = ("double", "loss", "kappa", "iqn_taus", "iqn_target_taus")  # TDLoss's settings, AlgoConfig's keys
 
 
-def dqn_learner(online: Any, optimizer: Any, *, noise_generator: Any = None, **settings: Any) -> UpdateStep:
+def dqn_learner(
+    online: QNet, optimizer: torch.optim.Optimizer, *, noise_generator: Generators = None, **settings: Any
+) -> UpdateStep:
     """A DQN learner from plain values: a target net copied from `online`, the TD loss module (`settings`
     named in TD_KEYS: TDLoss's keywords, defaults AlgoConfig's), and the shared update step (the other
     `settings`: rlrun.algos.update.UpdateStep's keywords)."""
@@ -133,7 +138,9 @@ def dqn_learner(online: Any, optimizer: Any, *, noise_generator: Any = None, **s
     return UpdateStep(online, optimizer, td, target=target, noise_generator=noise_generator, **settings)
 
 
-def update_settings(cfg: DictConfig, generators: list, per_agent: PerAgent, target: bool = True) -> dict[str, Any]:
+def update_settings(
+    cfg: DictConfig, generators: list[torch.Generator], per_agent: PerAgent, target: bool = True
+) -> dict[str, Any]:
     """The shared update step's keywords (rlrun.algos.update) from the `algo` and `device` groups; `target`: the
     algorithm has a target net (its sync settings are read)."""
     a, d = cfg.algo, cfg.device
@@ -150,7 +157,13 @@ def update_settings(cfg: DictConfig, generators: list, per_agent: PerAgent, targ
     }
 
 
-def make_learner(cfg: DictConfig, online: Any, optimizer: Any, generators: list, per_agent: PerAgent) -> UpdateStep:
+def make_learner(
+    cfg: DictConfig,
+    online: QNet,
+    optimizer: torch.optim.Optimizer,
+    generators: list[torch.Generator],
+    per_agent: PerAgent,
+) -> UpdateStep:
     td = {k: cfg.algo[k] for k in TD_KEYS}
     return dqn_learner(online, optimizer, **td, **update_settings(cfg, generators, per_agent))
 

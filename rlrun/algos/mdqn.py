@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # imported where used: the schema and rules are read without 
 
     from rlrun.algos.update import UpdateStep
     from rlrun.nets.heads import LossTerms
+    from rlrun.nets.protocol import QNet
     from rlrun.replay import Batch
 
 
@@ -79,8 +80,8 @@ class MunchausenLoss:
 
     def __init__(
         self,
-        online: Any,
-        target: Any,
+        online: QNet,
+        target: QNet,
         *,
         loss: str = "huber",
         munchausen_alpha: float = 0.9,
@@ -121,8 +122,8 @@ class MunchausenLoss:
 
 
 def mdqn_learner(
-    online: Any,
-    optimizer: Any,
+    online: QNet,
+    optimizer: torch.optim.Optimizer,
     *,
     loss: str = "huber",
     munchausen_alpha: float = 0.9,
@@ -140,7 +141,13 @@ def mdqn_learner(
     return UpdateStep(online, optimizer, mloss, target=target, **update)
 
 
-def make_learner(cfg: DictConfig, online: Any, optimizer: Any, generators: list, per_agent: PerAgent) -> UpdateStep:
+def make_learner(
+    cfg: DictConfig,
+    online: QNet,
+    optimizer: torch.optim.Optimizer,
+    generators: list[torch.Generator],
+    per_agent: PerAgent,
+) -> UpdateStep:
     loss = {k: cfg.algo[k] for k in ("loss", "munchausen_alpha", "temperature", "l0")}  # MunchausenLoss's
     return mdqn_learner(online, optimizer, **loss, **dqn.update_settings(cfg, generators, per_agent))
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # imported where used: the schema and rules are read without 
 
     from rlrun.algos.update import UpdateStep
     from rlrun.nets.heads import LossTerms
+    from rlrun.nets.protocol import QNet
     from rlrun.replay import Batch
     from rlrun.replay.rollout import Rollout
 
@@ -82,7 +83,7 @@ def lambda_returns(
 class PQNLoss:
     """Regression of Q(s, a) on the minibatch's lambda-returns (carried as its rewards): no target net."""
 
-    def __init__(self, online: Any, loss: str = "mse"):
+    def __init__(self, online: QNet, loss: str = "mse"):
         self.online, self.loss_fn = online, scalar_loss(loss)
 
     def __call__(self, batch: Batch) -> LossTerms:
@@ -99,7 +100,7 @@ class QLambdaBatches:
     def __init__(
         self,
         learner: UpdateStep,
-        generators: list,
+        generators: list[torch.Generator],
         *,
         num_envs: int,
         gamma: float,
@@ -178,9 +179,9 @@ class QLambdaBatches:
 
 
 def pqn_learner(
-    online: Any,
-    optimizer: Any,
-    generators: list,
+    online: QNet,
+    optimizer: torch.optim.Optimizer,
+    generators: list[torch.Generator],
     *,
     num_envs: int,
     gamma: float = 0.99,
@@ -209,7 +210,13 @@ def pqn_learner(
     return learner
 
 
-def make_learner(cfg: DictConfig, online: Any, optimizer: Any, generators: list, per_agent: PerAgent) -> UpdateStep:
+def make_learner(
+    cfg: DictConfig,
+    online: QNet,
+    optimizer: torch.optim.Optimizer,
+    generators: list[torch.Generator],
+    per_agent: PerAgent,
+) -> UpdateStep:
     a = cfg.algo
     return pqn_learner(
         online,

@@ -14,15 +14,18 @@ import contextlib
 import logging
 import math
 import warnings
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, cast
 
 import torch
 from torch import nn
 
 from rlrun.errors import NonFiniteError
+from rlrun.nets.heads import LossTerms
+from rlrun.nets.protocol import Generators, QNet, StackedQNet
 from rlrun.nets.stacked_layers import clip_grad_norm_per_agent
 from rlrun.replay import Batch
+from rlrun.replay.rollout import Rollout
 
 # A compiled optimizer step drops the step's profiler annotation, and torch says so on stderr once per run
 # ("Profiler record function ... will be ignored"): nothing a user can act on. That line alone is dropped.
@@ -31,7 +34,7 @@ logging.getLogger("torch._dynamo.variables.ctx_manager").addFilter(
 )
 
 
-def clip_threshold(max_grad_norm: Any) -> Any:
+def clip_threshold(max_grad_norm: float | list[float | None] | None) -> float | torch.Tensor:
     """`algo.max_grad_norm` as the clipping reads it: inf for None (no clipping), or a (K,) tensor of
     per-agent thresholds for stacked agents with values of their own."""
     if isinstance(max_grad_norm, (list, tuple)):
@@ -39,7 +42,7 @@ def clip_threshold(max_grad_norm: Any) -> Any:
     return math.inf if max_grad_norm is None else float(max_grad_norm)
 
 
-def buffer_pairs(target: nn.Module, online: nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def buffer_pairs(target: QNet, online: QNet) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The (target, online) buffers that a target sync copies: the persistent ones (noise, which each net
     samples for itself, is not)."""
     persistent = online.state_dict().keys()
@@ -49,31 +52,31 @@ def buffer_pairs(target: nn.Module, online: nn.Module) -> list[tuple[torch.Tenso
 class UpdateStep:
     def __init__(
         self,
-        online: nn.Module,
+        online: QNet,
         optimizer: torch.optim.Optimizer,
-        loss: Callable[[Batch], Any],
+        loss: Callable[[Batch], LossTerms],
         *,
-        target: nn.Module | None = None,
-        max_grad_norm: Any = 10.0,
-        tau: Any = 0.05,
+        target: QNet | None = None,
+        max_grad_norm: float | list[float | None] | None = 10.0,
+        tau: float | list[float] = 0.05,
         target_update_period: int = 1,
         on_nonfinite: str = "stop",
         amp: str = "none",
         compile: bool = False,
         compile_mode: str = "default",
         compile_optimizer: bool = False,
-        noise_generator: Any = None,
+        noise_generator: Generators = None,
     ):
         """`online`: a QNetwork or a stacked network (rlrun.nets.stacked: the same interface, `agents` = K).
         `target`: the target net that `sync_target` moves towards `online` (None: the algorithm has none).
         `max_grad_norm`, `tau`: one value, or one per stacked agent. `noise_generator`: where noisy nets draw
         their noise before each update (a torch.Generator, or one per agent; None: torch's global one)."""
-        self.online: Any = online
-        self.target: Any = target
+        self.online = online
+        self.target = target
         self.optimizer = optimizer
         self.loss = loss
         # A rollout algorithm's `batches(rollout)`: the minibatches of a full rollout (rlrun.algos.pqn).
-        self.batches: Callable[[Any], Any] | None = None
+        self.batches: Callable[[Rollout], Iterable[Batch]] | None = None
         self.noisy = getattr(online, "noisy", False)
         self.noise_generator = noise_generator
         self.max_grad_norm = clip_threshold(max_grad_norm)
@@ -203,13 +206,15 @@ class UpdateStep:
         grad_norm = nn.utils.get_total_norm(grads)
         # clip_grad_norm_'s scaling, min(1, max_norm / (norm + 1e-6)), is a no-op below the threshold:
         # on the CPU it is skipped then; on a GPU it always runs, sync-free.
+        max_norm = self.max_grad_norm
+        assert isinstance(max_norm, float)  # one agent's threshold (a tensor holds stacked agents' own)
         clip = True
         if self._cpu and not self.graph_mode:
             norm = grad_norm.item()
             host_total = agent_loss.item() + (0.0 if scaler else norm)
-            clip = norm + 1e-6 > self.max_grad_norm
+            clip = norm + 1e-6 > max_norm
         if clip:
-            nn.utils.clip_grads_with_norm_(self._online_params, self.max_grad_norm, grad_norm)
+            nn.utils.clip_grads_with_norm_(self._online_params, max_norm, grad_norm)
         return grad_norm, host_total
 
     def _check_finite(
@@ -300,6 +305,7 @@ class UpdateStep:
 
     def set_tau(self, k: int, tau: float) -> None:
         """Stacked agent k's own target-update rate (PBT explores algo.tau per agent)."""
+        assert isinstance(self.tau, list), "PBT explores algo.tau where each agent has its own value"
         self.tau[k] = tau
         self._tau_weights = None  # rebuilt from the list at the next sync
 
@@ -309,10 +315,11 @@ class UpdateStep:
         failed = ~finite if self.failed is None else ~finite | self.failed
         new = (failed if self.failed is None else failed & ~self.failed).nonzero().flatten().tolist()
         self.failed = failed
+        online, target = cast(StackedQNet, self.online), cast("StackedQNet | None", self.target)
         for k in new:
-            state = {"online": self.online.agent_state_dict(k)}
-            if self.target is not None:
-                state["target"] = self.target.agent_state_dict(k)
+            state = {"online": online.agent_state_dict(k)}
+            if target is not None:
+                state["target"] = target.agent_state_dict(k)
             self.failures.append((k, f"non-finite {', '.join(bad)}", state))
 
     def state_dict(self) -> dict:

@@ -7,16 +7,15 @@ QR-DQN's quantiles at fixed fractions (Dabney et al. 2017) or IQN's at sampled o
 network's streams with `dueling`; the DQN family's loss (rlrun.algos.dqn) asks the head for the target and
 the per-sample loss. `head_for` is the one place that tells the kinds apart.
 
-A loss reads its nets and settings from `td`, the loss module (online and target nets, double, the scalar
-loss function, kappa, IQN's fraction counts and its `sample_taus`).
+A loss reads its nets and settings from `td`, the loss module (rlrun.nets.protocol.TD: online and target
+nets, double, the scalar loss function, kappa, IQN's fraction counts and its `sample_taus`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
+from rlrun.nets.protocol import TD
 from rlrun.nets.quantile import quantile_huber_loss, quantile_midpoints
 from rlrun.replay import Batch
 
@@ -31,7 +30,7 @@ def dueling(value: torch.Tensor, advantage: torch.Tensor, action_dim: int) -> to
     return value + advantage - advantage.mean(dim=action_dim, keepdim=True)
 
 
-def next_actions(td: Any, next_obs: torch.Tensor, next_q_target: torch.Tensor) -> torch.Tensor:
+def next_actions(td: TD, next_obs: torch.Tensor, next_q_target: torch.Tensor) -> torch.Tensor:
     """a* = argmax of the online net (Double DQN) or of the target net, as a (..., B, 1) index."""
     q = td.online(next_obs) if td.double else next_q_target
     return q.argmax(dim=-1, keepdim=True)
@@ -46,7 +45,7 @@ class ScalarHead:
         return out.squeeze(-1)
 
     @torch.no_grad()
-    def target(self, td: Any, batch: Batch) -> torch.Tensor:
+    def target(self, td: TD, batch: Batch) -> torch.Tensor:
         """r + discount * Q_target(s', a*)."""
         next_q = td.target(batch.next_obs)
         if td.double:
@@ -55,10 +54,11 @@ class ScalarHead:
             next_v = next_q.amax(dim=-1)
         return batch.rewards + batch.discounts * next_v
 
-    def loss(self, td: Any, batch: Batch) -> LossTerms:
+    def loss(self, td: TD, batch: Batch) -> LossTerms:
         q = td.online(batch.obs).gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)
         target = self.target(td, batch)
         priority = (target - q.detach()).abs() if batch.weights is not None else None  # PER batches only
+        assert td.loss_fn is not None  # a scalar head's loss is huber or mse (TDLoss refuses another)
         return td.loss_fn(q, target, reduction="none"), q, priority
 
 
@@ -71,7 +71,7 @@ class CategoricalHead:
         return (out.softmax(dim=-1) * support).sum(dim=-1)
 
     @torch.no_grad()
-    def target(self, td: Any, batch: Batch) -> torch.Tensor:
+    def target(self, td: TD, batch: Batch) -> torch.Tensor:
         """The target distribution r + discount * z under p_target(s', a*), projected onto the support.
 
         Each shifted atom Tz_j (clipped to [v_min, v_max]) splits its probability between the two
@@ -95,7 +95,7 @@ class CategoricalHead:
         m.scatter_add_(-1, upper, p * w_upper)
         return m
 
-    def loss(self, td: Any, batch: Batch) -> LossTerms:
+    def loss(self, td: TD, batch: Batch) -> LossTerms:
         logits = td.online.dist_logits(batch.obs)  # (..., B, A, atoms)
         idx = batch.actions.unsqueeze(-1).unsqueeze(-1).expand(*batch.actions.shape, 1, logits.shape[-1])
         log_p = logits.gather(-2, idx).squeeze(-2).log_softmax(dim=-1)
@@ -117,7 +117,7 @@ class QuantileHead:
         self.quantiles = quantiles
 
     @torch.no_grad()
-    def target(self, td: Any, batch: Batch) -> torch.Tensor:
+    def target(self, td: TD, batch: Batch) -> torch.Tensor:
         """r + discount * theta_j(s', a*) for the target net's quantiles theta_j (QR-DQN's fixed N, or
         IQN's at N' sampled fractions): (..., B, N'). a* = argmax of the online net's mean quantile
         (Double) or of the target net's."""
@@ -132,7 +132,7 @@ class QuantileHead:
         theta = next_quantiles.gather(-2, idx).squeeze(-2)  # (..., B, N')
         return batch.rewards.unsqueeze(-1) + batch.discounts.unsqueeze(-1) * theta
 
-    def loss(self, td: Any, batch: Batch) -> LossTerms:
+    def loss(self, td: TD, batch: Batch) -> LossTerms:
         """The quantile Huber loss of Q(s, a)'s quantiles against `target`."""
         if self.implicit:
             taus = td.sample_taus(batch.rewards.shape, td.iqn_taus)  # (..., B, N)

@@ -250,7 +250,7 @@ class VmapQNetwork(nn.Module):
         }
 
 
-def stack_networks(nets: Sequence[QNetwork]) -> nn.Module:
+def stack_networks(nets: Sequence[QNetwork]) -> StackedQNetwork | VmapQNetwork:
     """K networks as one module with an agent axis: fused for plain MLPs, vmapped otherwise."""
     stacked = StackedQNetwork if not unsupported(nets[0]) else VmapQNetwork
     return stacked(nets).to(next(nets[0].parameters()).device)

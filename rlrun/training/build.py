@@ -33,7 +33,7 @@ from rlrun.envs.vector import check_spaces, env_spec, make_vector_env
 from rlrun.errors import ConfigError
 from rlrun.logs.logger import ConfigRecord, RunLogger, flat_hparams
 from rlrun.nets.networks import FRAME_ENCODERS, QNetwork
-from rlrun.nets.stacked import stack_networks
+from rlrun.nets.stacked import StackedQNetwork, VmapQNetwork, stack_networks
 from rlrun.replay import PrioritizedReplayBuffer, ReplayBuffer, StackedPrioritizedReplayBuffer, StackedReplayBuffer
 from rlrun.replay.frames import FrameStore
 from rlrun.replay.rollout import Rollout
@@ -183,7 +183,7 @@ def build(cfg: DictConfig) -> Parts:
     for seed in seeds:  # each agent's initialisation is that of its own single-seed run
         seed_everything(seed)
         nets.append(make_network(cfg, obs_shape, n_actions, device))
-    network = nets[0] if len(seeds) == 1 else stack_networks(nets)
+    network: QNetwork | StackedQNetwork | VmapQNetwork = nets[0] if len(seeds) == 1 else stack_networks(nets)
     d = cfg.device
     layout = memory_format(d.channels_last, device, cfg.network.encoder)
     # One agent's frame network (84x84 frames; MinAtar's 10x10 grids are too small to gain). Stacked agents'

@@ -6,15 +6,15 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
-from torch import nn
 
 from rlrun.algos.acting import GreedyActor
 from rlrun.envs.vector import finished_episodes
+from rlrun.nets.protocol import QNet
 
 
 @torch.no_grad()
 def evaluate(
-    q_net: nn.Module,
+    q_net: QNet,
     envs,
     seeds: Sequence[int],
     device: torch.device,

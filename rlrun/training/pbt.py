@@ -37,6 +37,7 @@ from rlrun.training.parts import LoopSettings, group_lrs, set_group_lrs
 if TYPE_CHECKING:
     from rlrun.algos.update import UpdateStep
     from rlrun.logs.logger import RunLogger
+    from rlrun.nets.protocol import QNet
 
 log = logging.getLogger(__name__)
 CSV = "pbt.csv"
@@ -262,7 +263,7 @@ class PBT:
             "inherited": list(self.inherited),
         }
 
-    def check_state(self, state: Any) -> None:
+    def check_state(self, state: object) -> None:
         """A checkpoint's PBT state checked as the rest of a checkpoint is, before anything is loaded: a
         CheckpointError naming what does not fit this run (a crafted or damaged file would otherwise end in a
         traceback, at the end of training, or train with values the key's own rule refuses)."""
@@ -274,7 +275,7 @@ class PBT:
     # Each field of the right shape for this run (its explored keys, agents and their labels), each explored
     # value one its key's own rule allows. A crafted or damaged state would otherwise end in a traceback, fail
     # only at the end of training, or train with a value the key refuses (an lr of -1: gradient ascent).
-    def problem(self, state: Any) -> str | None:
+    def problem(self, state: object) -> str | None:
         """What in a checkpoint's PBT state does not fit this run, or None."""
         if not isinstance(state, dict):
             return f"it is {type(state).__name__}, not the state of a run with +pbt"
@@ -290,7 +291,7 @@ class PBT:
             return f"rng is {_shown(state['rng'])}, not the state of PBT's random stream"
         return self._records_problem(state)
 
-    def _values_problem(self, values: Any) -> str | None:
+    def _values_problem(self, values: object) -> str | None:
         """The explored values: one finite number per agent for each explored key, each one its rule allows."""
         if not isinstance(values, dict) or sorted(values) != sorted(self.space):
             return f"values are for {_shown(values)}, not for the keys explored ({', '.join(self.space)})"
@@ -326,7 +327,7 @@ class PBT:
             return f"inherited is {_shown(inherited)}, not {k} fitnesses (or None)"
         return None
 
-    def _event_fits(self, row: Any, width: int) -> bool:
+    def _event_fits(self, row: object, width: int) -> bool:
         """A pbt.csv row: env step, agent and source labels, fitnesses ("" at step 0), the explored values."""
         if not isinstance(row, list) or len(row) != width or not _integer(row[0]) or row[0] < 0:
             return False
@@ -352,11 +353,11 @@ def per_agent(value: float | list[float]) -> list[float]:
     return value
 
 
-def _integer(value: Any) -> bool:
+def _integer(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _numbers(values: Any, length: int | None, finite: bool = True) -> bool:
+def _numbers(values: object, length: int | None, finite: bool = True) -> bool:
     """A list of real numbers (not bools or strings) of `length` (any for None), finite unless not asked."""
     if not isinstance(values, list) or (length is not None and len(values) != length):
         return False
@@ -364,14 +365,14 @@ def _numbers(values: Any, length: int | None, finite: bool = True) -> bool:
     return real and (not finite or all(math.isfinite(v) for v in values))
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     """A value read from a checkpoint as a message shows it: its repr, cut short."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
 @torch.no_grad()
-def copy_agent(net: torch.nn.Module, src: int, dst: int, agents: int) -> None:
+def copy_agent(net: QNet, src: int, dst: int, agents: int) -> None:
     """Agent dst's slice of every stacked parameter and buffer (a leading agent axis) := agent src's."""
     for name, t in chain(net.named_parameters(), net.named_buffers()):
         if name != "support" and t.dim() > 0 and t.shape[0] == agents:
