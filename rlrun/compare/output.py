@@ -6,7 +6,6 @@ from __future__ import annotations
 import shlex
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,7 +20,7 @@ def _cell(x: float, digits: str = ".1f") -> str:
     return "-" if x is None or not np.isfinite(x) else format(x, digits)
 
 
-def _seed_cell(v: Any) -> str:
+def _seed_cell(v: object) -> str:
     """A cell of the per-seed table in compare.md: a float to one decimal, a missing value as `-`."""
     return "-" if pd.isna(v) else f"{v:.1f}" if isinstance(v, float) else str(v)
 

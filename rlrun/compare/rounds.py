@@ -18,7 +18,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from types import FrameType
 
 from rlrun.config.preflight import hydra_quote
 from rlrun.errors import Exit
@@ -158,7 +158,7 @@ class Runner:
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, self._forward)
 
-    def _forward(self, signum: int, frame: Any) -> None:
+    def _forward(self, signum: int, frame: FrameType | None) -> None:
         self.stopped_by = signum
         if self.child is not None and self.child.poll() is None:
             self.child.send_signal(signum)

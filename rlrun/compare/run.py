@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -17,6 +17,9 @@ from rlrun.compare.args import COMMAND, BadInput, _int, arm_overrides, check_ove
 from rlrun.compare.rounds import ARMS, Plan, RoundError, Runner, check_plan, run_round, write_plan
 from rlrun.config.overrides import override_key
 from rlrun.errors import ConfigError, Exit, fail
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 OUTPUTS = ("compare.md", "compare.csv", "curves.png")  # what a comparison of existing folders writes, and rewrites
 
@@ -29,7 +32,7 @@ class Job:
     command_line: str
 
 
-def threshold_of(task: Any) -> float | None:
+def threshold_of(task: DictConfig) -> float | None:
     """The env's solve threshold, as a run takes it: env.reward_threshold, else its registered spec's
     (`rlrun.envs.spec.env_spec`: a `module:Env` id, ALE's and MinAtar's games registered as a run registers
     them); None where there is none."""

@@ -3,20 +3,30 @@ profile, one axes row per env, one colour per configuration in both."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from rlrun.report.aggregate import BOOTSTRAP_REPS, bootstrap_seed, finished_runs, score_column, trimmed_mean
 from rlrun.storage import rundir
 from rlrun.sweeps.jobtable import EVAL
 
+if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+Color = tuple[float, float, float]  # an RGB colour, each channel in [0, 1] (seaborn's palettes)
+
 CURVE_BOOTSTRAP_REPS = 500  # resamples behind a learning-curve band
 
 
-def _pyplot() -> Any:
+def _pyplot() -> ModuleType:
     # matplotlib takes ~0.5 s to import: only when a figure is drawn
     import matplotlib
 
@@ -27,7 +37,7 @@ def _pyplot() -> Any:
     return plt
 
 
-def _colors(configurations: Any) -> dict[str, Any]:
+def _colors(configurations: Iterable[str]) -> dict[str, Color]:
     """One colour per configuration, the same in every figure: rliable's colour-blind palette up to 10,
     evenly spaced hues beyond (so no two share a colour)."""
     # the report extra: imported only when a report is drawn
@@ -38,7 +48,7 @@ def _colors(configurations: Any) -> dict[str, Any]:
     return dict(zip(names, palette))
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     with rundir.open_atomic(path) as f:  # replaces a link there, never writes through it
         fig.savefig(f, format="png", dpi=100, bbox_inches="tight")
     _pyplot().close(fig)
@@ -49,7 +59,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _readable_axes(ax: Any, x_format: str = "{:,.0f}") -> None:
+def _readable_axes(ax: Axes, x_format: str = "{:,.0f}") -> None:
     """Tick labels as plain numbers (10,000 rather than 1e4 with an offset)."""
     # matplotlib takes ~0.5 s to import: only when a figure is drawn
     from matplotlib.ticker import FuncFormatter
@@ -58,7 +68,7 @@ def _readable_axes(ax: Any, x_format: str = "{:,.0f}") -> None:
     ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.6g}"))
 
 
-def _legend_below(fig: Any, entries: dict[str, Any]) -> None:
+def _legend_below(fig: Figure, entries: dict[str, Color | Artist]) -> None:
     """One legend for the whole figure, under its axes (never over a curve): label -> colour or artist."""
     # matplotlib takes ~0.5 s to import: only when a figure is drawn
     from matplotlib.lines import Line2D
@@ -98,7 +108,7 @@ def evaluation_points(g: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return steps, np.stack([c["value"].to_numpy(float)[:n] for c in runs])
 
 
-def _iqm_curve(ax: Any, steps: np.ndarray, per_seed: np.ndarray, color: Any, markers: bool = False) -> int:
+def _iqm_curve(ax: Axes, steps: np.ndarray, per_seed: np.ndarray, color: Color, markers: bool = False) -> int:
     """The IQM over seeds (rows of `per_seed`) at each step with its 95% band; a single step as a marker with
     its interval as an error bar (a line through one point draws nothing). Returns the number of seeds."""
     # the report extra: imported only when a report is drawn
@@ -165,7 +175,7 @@ def plot_curves(
         ax.set_ylabel("episode return")
         ax.grid(alpha=0.3)
         _readable_axes(ax)
-    entries: dict[str, Any] = {f"{c} ({_plural(n, 'seed')})": colors[c] for c, n in sorted(seeds.items())}
+    entries: dict[str, Color | Artist] = {f"{c} ({_plural(n, 'seed')})": colors[c] for c, n in sorted(seeds.items())}
     shown = sorted({t for e, t in (thresholds or {}).items() if e in envs and t is not None and np.isfinite(t)})
     if shown:
         # matplotlib takes ~0.5 s to import: only when a figure is drawn
@@ -199,7 +209,7 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
     colors = _colors(done["configuration"])
     fig, axes = _pyplot().subplots(len(envs), 1, figsize=(8, 4.2 * len(envs)), squeeze=False)
     axes = axes[:, 0]
-    entries: dict[str, Any] = {}
+    entries: dict[str, Color | Artist] = {}
     what = "greedy evaluation return" if column == EVAL else "training return (last 100 episodes)"
     for ax, env in zip(axes, envs):
         d = done[done["env"] == env]
@@ -241,7 +251,7 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
     return _save(fig, path)
 
 
-def log_axis(values: Any) -> bool:
+def log_axis(values: ArrayLike) -> bool:
     """A key's settings read on a log axis: all positive and spanning a factor of 10 or more (a lr sweep)."""
     values = np.asarray(values, dtype=float)
     return bool(len(values) and (values > 0).all() and values.max() >= 10 * values.min())
@@ -258,7 +268,7 @@ def plot_sensitivity(points: pd.DataFrame, path: Path):
     what = "greedy evaluation return" if points["score"].iloc[0] == EVAL else "training return (last 100 episodes)"
     plt = _pyplot()
     fig, axes = plt.subplots(len(envs), len(keys), figsize=(6 * len(keys), 4 * len(envs)), squeeze=False)
-    entries: dict[str, Any] = {}
+    entries: dict[str, Color | Artist] = {}
     for (i, env), (j, key) in ((e, k) for e in enumerate(envs) for k in enumerate(keys)):
         ax, d = axes[i, j], points[(points["env"] == env) & (points["key"] == key)]
         for others, line in d.groupby("others", sort=True):

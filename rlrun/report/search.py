@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -18,6 +18,10 @@ from rlrun.config.overrides import override_key, override_values
 from rlrun.report import plots
 from rlrun.storage import bounded, summary as run_summary
 from rlrun.storage.summary import TRAIN, DamagedJob
+
+if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
 
 SAMPLED = ("OptunaSweeper",)  # sweepers whose trials are sampled, not a grid (the end of `_target_`)
 COLUMNS = ["env", "trial", "number", "key", "value", "x", "log", "choices", "low", "high", "objective", "best"]
@@ -36,9 +40,10 @@ def trial_dir(job: Path) -> Path | None:
     return None
 
 
-def _number(value: Any) -> float:
+def _number(value: str | float | None) -> float:
+    """`value` as a finite number; nan for None, text that is no number, or an infinity."""
     try:
-        x = float(value)
+        x = float(value) if value is not None else math.nan
     except (TypeError, ValueError):
         return math.nan
     return x if math.isfinite(x) else math.nan
@@ -169,7 +174,7 @@ def _trials(n: int) -> str:
     return f"{n} trial" if n == 1 else f"{n} trials"
 
 
-def _search_axis(ax: Any, d: pd.DataFrame) -> np.ndarray:
+def _search_axis(ax: Axes, d: pd.DataFrame) -> np.ndarray:
     """The x axis of one searched key: a choice's options as categories (every option a tick, tried or
     not), else the value on a log axis where the key is sampled log-uniformly, limited to the key's range.
     Returns the trials' x positions."""
@@ -204,7 +209,7 @@ def _search_axis(ax: Any, d: pd.DataFrame) -> np.ndarray:
     return d["x"].to_numpy(float)
 
 
-def _same_number(a: Any, b: Any) -> bool:
+def _same_number(a: str | float, b: str | float) -> bool:
     try:
         return float(a) == float(b)
     except (TypeError, ValueError):
@@ -243,7 +248,7 @@ def plot_search(trials: pd.DataFrame, path: Path):
 
     n = done["trial"].nunique()
     best_rows = done[done["best"]].drop_duplicates("trial")
-    entries: dict[str, Any] = {
+    entries: dict[str, plots.Color | Artist] = {
         f"a trial ({n} with an objective)": Line2D([], [], color=color, marker="o", linestyle=""),
     }
     for r in best_rows.itertuples():

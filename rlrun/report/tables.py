@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -104,7 +104,16 @@ def _ci_cell(iqm: float, lo: float, hi: float, n: int) -> str:
     return f"{iqm:.1f}" if n < 2 else f"{iqm:.1f} [{lo:.1f}, {hi:.1f}]"
 
 
-def _steps_cell(row: Any) -> str:
+class _ThresholdRow(Protocol):
+    """What `_steps_cell` reads of a row of `aggregate.summarize`'s table (`DataFrame.itertuples`)."""
+
+    reward_threshold: float
+    solved_seeds: int
+    solved: str  # solved seeds / seeds
+    steps_to_threshold_median: float
+
+
+def _steps_cell(row: _ThresholdRow) -> str:
     if not np.isfinite(row.reward_threshold):
         return "no threshold"
     if row.solved_seeds == 0:

@@ -123,7 +123,7 @@ def same_run(where: Path, expected: dict) -> bool:
         return False
 
 
-def _identity(plain: Any) -> dict[str, Any]:
+def _identity(plain: object) -> dict[str, Any]:
     return {k: v for k, v in plain.items() if k not in NOT_IDENTITY} if isinstance(plain, dict) else {}
 
 

@@ -110,7 +110,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self.depth, self.nodes = 0, 0
         self.expanded: dict[int, int] = {}  # id of a composed node -> the nodes it expands to
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             named = self.anchors.get(self.peek_event().anchor)
             if named is not None and id(named) not in self.expanded:  # inside the node it names
@@ -173,12 +173,12 @@ def load_json(path: Path | str, limit: int = TEXT_LIMIT) -> Any:
     return value
 
 
-def check_values(value: Any, path: Path | str, max_nodes: int = MAX_CHECKPOINT_NODES) -> None:
+def check_values(value: object, path: Path | str, max_nodes: int = MAX_CHECKPOINT_NODES) -> None:
     """Refuse `value` (read from `path`) if it nests deeper than `MAX_DEPTH` or expands to more than
     `max_nodes` values, a container referenced twice counted twice. Each container is visited once, so a
     structure of shared references (a small pickle expanding to 10^9 leaves) is measured, not walked."""
     expanded: dict[int, int] = {}  # id of a container -> the values it expands to
-    stack: list[tuple[Any, int, bool]] = [(value, 1, False)]
+    stack: list[tuple[object, int, bool]] = [(value, 1, False)]
     while stack:
         node, depth, children_done = stack.pop()
         items = _children(node)
@@ -197,7 +197,7 @@ def check_values(value: Any, path: Path | str, max_nodes: int = MAX_CHECKPOINT_N
         stack.extend((c, depth + 1, False) for c in items if _children(c) is not None and id(c) not in expanded)
 
 
-def _children(node: Any) -> list[Any] | None:
+def _children(node: object) -> list[object] | None:
     if isinstance(node, dict):
         return [*node.keys(), *node.values()]
     if isinstance(node, (list, tuple, set)):

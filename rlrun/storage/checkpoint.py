@@ -11,8 +11,9 @@ import os
 import pickle
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -31,7 +32,7 @@ class CheckpointError(RuntimeError):
 REQUIRED = ("format", "config", "step", "learner", "buffer")
 
 
-def to_safe(obj: Any) -> Any:
+def to_safe(obj: object) -> object:
     if isinstance(obj, np.ndarray):
         return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(obj).copy())}
     if isinstance(obj, np.generic):
@@ -70,7 +71,7 @@ def save(run_dir: Path, state: dict[str, Any]) -> Path:
     return latest
 
 
-def read(path: Path, map_location: Any = "cpu") -> Any:
+def read(path: Path, map_location: str | torch.device = "cpu") -> Any:
     """A file written by `torch.save`, loaded without running code (`weights_only=True`) and within bounds
     (rlrun.storage.bounded: a regular file, records no larger than the file, values nested and shared within
     limits). Raises `CheckpointError` with a one-line reason otherwise."""
@@ -92,7 +93,7 @@ def read(path: Path, map_location: Any = "cpu") -> Any:
         raise CheckpointError(f"{path}: unreadable, damaged or not written by torch.save{reason}") from None
 
 
-def load_file(path: Path, map_location: Any = "cpu") -> dict[str, Any]:
+def load_file(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """One checkpoint file, loaded without running code and checked to be an rlrun checkpoint."""
     state = read(path, map_location)
     missing = [k for k in REQUIRED if not isinstance(state, dict) or k not in state]
@@ -118,7 +119,7 @@ def misshapen(state: dict[str, Any]) -> str | None:
     return None
 
 
-def is_weights(value: Any) -> bool:
+def is_weights(value: object) -> TypeGuard[dict[str, torch.Tensor]]:
     """A network's state dict: a non-empty mapping of names to tensors (a model.pt holds one)."""
     return (
         isinstance(value, dict)
@@ -127,7 +128,7 @@ def is_weights(value: Any) -> bool:
     )
 
 
-def load(run_dir: Path, map_location: Any = "cpu") -> tuple[dict[str, Any], Path]:
+def load(run_dir: Path, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], Path]:
     """The newest loadable checkpoint of a run, falling back to the previous one if the newest is damaged
     (the caller says so to the user: the returned path is then `PREVIOUS`)."""
     errors = []
@@ -177,10 +178,12 @@ ENV_ATTRS = (
 )
 
 
-def _chain(env: Any) -> list[Any]:
+def _chain(env: object) -> list[Any]:
+    """`env` and the envs it wraps, outermost first: each is read by the attributes it has (`_capture`)."""
     out = [env]
-    while hasattr(out[-1], "env"):
-        out.append(out[-1].env)
+    while hasattr(env, "env"):
+        env = env.env
+        out.append(env)
     return out
 
 
@@ -218,14 +221,14 @@ def _apply(obj: Any, state: dict[str, Any]) -> None:
             setattr(obj, k, v)
 
 
-def env_state(envs: Any) -> dict[str, Any]:
+def env_state(envs: gym.vector.VectorEnv) -> dict[str, Any]:
     """Vector-wrapper state and, for a sync vector env, each sub-env's wrapper chain."""
     vector_chain = _chain(envs)
     subs = getattr(vector_chain[-1], "envs", [])
     return {"vector": [_capture(w) for w in vector_chain], "subenvs": [[_capture(w) for w in _chain(e)] for e in subs]}
 
 
-def restore_env_state(envs: Any, state: dict[str, Any]) -> None:
+def restore_env_state(envs: gym.vector.VectorEnv, state: dict[str, Any]) -> None:
     """Put `env_state`'s values back; `CheckpointError` when they do not fit these envs (another env or
     vectorization than the checkpoint's: a crafted or edited config)."""
     try:
@@ -236,7 +239,7 @@ def restore_env_state(envs: Any, state: dict[str, Any]) -> None:
         ) from None
 
 
-def _restore_env_state(envs: Any, state: dict[str, Any]) -> None:
+def _restore_env_state(envs: gym.vector.VectorEnv, state: dict[str, Any]) -> None:
     vector_chain = _chain(envs)
     for w, s in zip(vector_chain, state["vector"]):
         _apply(w, s)

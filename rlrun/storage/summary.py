@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final, TypedDict, cast
+from typing import Any, Final, TypedDict, TypeVar, cast
 
 import numpy as np
 
 from rlrun.storage import bounded, rundir
+
+T = TypeVar("T")
 
 FILE = "summary.json"
 EVAL: Final = "final_eval_return"
@@ -177,10 +179,10 @@ def read(run_dir: Path) -> Summary:
             raise DamagedJob(f"{FILE}: {key} is {value!r}, not a number")
     if not isinstance(summary.get("status"), (str, type(None))):
         raise DamagedJob(f"{FILE}: status is {summary['status']!r}, not a word")
-    return summary
+    return cast(Summary, summary)  # its fields that readers compute with are checked above
 
 
-def read_file(path: Path, load: Callable[[Path], Any], kind: type) -> Any:
+def read_file(path: Path, load: Callable[[Path], object], kind: type[T]) -> T:
     """`path` read by `load` (rlrun.storage.bounded's `load_json` or `load_yaml`: within bounds), or a
     `DamagedJob` naming it (unreadable, beyond the bounds, or not a `kind`; jobtable's YAML too)."""
     try:
