@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from rlrun import console, policy
@@ -82,7 +83,7 @@ class FrameRecorder(gym.vector.VectorWrapper):
     SAME_STEP autoreset the step that ends an episode already shows the next one, so each video stops at
     the frame before the last step."""
 
-    def __init__(self, envs: Any):
+    def __init__(self, envs: gym.vector.VectorEnv):
         super().__init__(envs)
         self.frames: list[list[Any]] = [[] for _ in range(envs.num_envs)]
         self.done = [False] * envs.num_envs
@@ -93,7 +94,7 @@ class FrameRecorder(gym.vector.VectorWrapper):
             self.frames[i].append(frame)
         return out
 
-    def step(self, actions: Any):
+    def step(self, actions: np.ndarray):
         obs, rewards, terminated, truncated, infos = self.env.step(actions)
         ended = terminated | truncated
         for i, frame in enumerate(self.env.render() or ()):

@@ -22,7 +22,9 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import gymnasium as gym
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from rlrun.algos.acting import GreedyActor
@@ -85,7 +87,7 @@ class Saved(NamedTuple):
         return saved.env_id(self.config)
 
 
-def read_saved(path: Path, map_location: Any = "cpu", env_id: str | None = None) -> Saved:
+def read_saved(path: Path, map_location: str | torch.device = "cpu", env_id: str | None = None) -> Saved:
     """A run's config and weights from a run directory (its checkpoint, else its model.pt), a checkpoint
     file or a model.pt (with its run's `.hydra/config.yaml`). `env_id` is the caller's, which may confirm a
     saved `module:` id. Raises `CheckpointError` (one line) for anything else."""
@@ -142,11 +144,22 @@ def q_network(cfg: DictConfig, envs: Any, weights: dict[str, torch.Tensor], devi
     return q_net.eval()
 
 
+# One observation or a batch: numpy, torch, or nested lists.
+Observations = npt.ArrayLike | torch.Tensor
+
+
 class Policy:
     """A trained Q-network's greedy policy. `policy(obs)` -> actions, `policy.q_values(obs)` -> Q-values;
     `obs` is one observation (of `observation_space.shape`) or a batch of them, numpy, torch or a list."""
 
-    def __init__(self, network: QNetwork, config: DictConfig, observation_space: Any, action_space: Any, run_dir: Path):
+    def __init__(
+        self,
+        network: QNetwork,
+        config: DictConfig,
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Discrete,
+        run_dir: Path,
+    ):
         self.network, self.config, self.run_dir = network.eval(), config, run_dir
         self.observation_space, self.action_space = observation_space, action_space
         self._actor = GreedyActor(network, self.device)
@@ -168,7 +181,7 @@ class Policy:
         self._actor = GreedyActor(self.network, self.device)
         return self
 
-    def _batch(self, obs: Any) -> tuple[Any, bool]:
+    def _batch(self, obs: Observations) -> tuple[np.ndarray | torch.Tensor, bool]:
         """(a batch of observations, whether `obs` was a single one)."""
         if not isinstance(obs, torch.Tensor):
             obs = np.asarray(obs)
@@ -179,7 +192,7 @@ class Policy:
             raise ValueError(f"observations of shape {shape} or a batch (B, {', '.join(map(str, shape))}), got {got}")
         return obs, False
 
-    def __call__(self, obs: Any) -> Any:
+    def __call__(self, obs: Observations) -> np.ndarray | np.int64:
         """Greedy actions, numpy int64: a scalar for one observation, (B,) for a batch."""
         batch, single = self._batch(obs)
         if isinstance(batch, torch.Tensor):
@@ -188,7 +201,7 @@ class Policy:
         return actions[0] if single else actions
 
     @torch.no_grad()
-    def q_values(self, obs: Any) -> np.ndarray:
+    def q_values(self, obs: Observations) -> np.ndarray:
         """Q-values, numpy float32: (A,) for one observation, (B, A) for a batch."""
         batch, single = self._batch(obs)
         q = self.network(torch.as_tensor(batch, device=self.device)).float().cpu().numpy()

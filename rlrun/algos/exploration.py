@@ -13,7 +13,6 @@ column of epsilons, one per agent, each computed with the same float arithmetic 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -59,11 +58,18 @@ class ExplorationDraws:
             self._draws, self.cursor = self._draws[:, :0], 0
 
 
-def agent_epsilons(schedule: str, start: Any, end: Any, duration: Any, agents: int, step: int) -> np.ndarray:
+def agent_epsilons(
+    schedule: str,
+    start: float | list[float],
+    end: float | list[float],
+    duration: int | list[int],
+    agents: int,
+    step: int,
+) -> np.ndarray:
     """Each agent's epsilon at `step` as a (K, 1) column; `start`, `end`, `duration` are one value for all
     agents or a list with one per agent."""
 
-    def each(value: Any) -> list:
+    def each(value: float | list[float] | list[int]) -> list:
         return list(value) if isinstance(value, (list, tuple)) else [value] * agents
 
     fn = schedules.SCHEDULES[schedule]

@@ -88,7 +88,7 @@ class UpdateStep:
         # Stacked agents stopped for a non-finite update (the others train on): their gradients are zeroed
         # from then on; `failures` holds (agent, reason, state before the update) until the loop takes them.
         self.failed: torch.Tensor | None = None
-        self.failures: list[tuple[int, str, dict[str, Any]]] = []
+        self.failures: list[tuple[int, str, dict[str, dict[str, torch.Tensor]]]] = []
         self.on_nonfinite = on_nonfinite  # stop | skip | off (off: no check, no per-update sync)
         self.graph_mode = False  # set by rlrun.training.graphs: no host reads inside update(), counting left to it
         self.nonfinite_flag: torch.Tensor | None = None  # graph mode: set on the device, read at log time

@@ -9,7 +9,7 @@ time-limit truncation), 0 for one that terminated. The learner's target is then 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -25,6 +25,10 @@ class Batch(NamedTuple):
     indices: torch.Tensor
     weights: torch.Tensor | None  # importance-sampling weights (PER only)
     age: torch.Tensor  # transitions added to the buffer since each sampled one was stored
+
+
+# PER's importance-sampling exponent: one value, one per agent ((K,) array), or a device tensor (recorded steps)
+Beta = float | np.ndarray | torch.Tensor
 
 
 class Replay(Protocol):
@@ -43,7 +47,13 @@ class Replay(Protocol):
         """(K,) transitions stored per agent (K = 1 for a single buffer)."""
         ...
 
-    def sample(self, batch_size: int, beta: float = 1.0) -> Batch: ...
+    @property
+    def add(self) -> Callable[..., object]:
+        """Store transitions: add(obs, actions, rewards, next_obs, discounts) for one agent; for K, the
+        agent of each transition first: add(agent, obs, ...)."""
+        ...
+
+    def sample(self, batch_size: int, beta: Beta = 1.0) -> Batch: ...
 
     def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None: ...
 
@@ -54,6 +64,10 @@ class Replay(Protocol):
     def state_dict(self, include_storage: bool = True) -> dict: ...
 
     def load_state_dict(self, state: dict) -> None: ...
+
+    def keep_counts_on_device(self) -> None: ...  # CUDA graphs (rlrun.training.graphs): `Ring`'s
+
+    def prepare_graph_replay(self) -> None: ...
 
 
 class Ring:

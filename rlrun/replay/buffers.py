@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from rlrun.replay.augment import make_augmentation
-from rlrun.replay.base import Batch, Ring
+from rlrun.replay.base import Batch, Beta, Ring
 from rlrun.replay.prioritized import Prioritized
 
 
@@ -95,13 +95,13 @@ class ReplayBuffer(Ring):
     def _uniforms(self, batch_size: int) -> torch.Tensor:
         return torch.rand(batch_size, device=self.device, generator=self.generator, dtype=torch.float64)
 
-    def _sample_indices(self, batch_size: int, beta: float):
+    def _sample_indices(self, batch_size: int, beta: Beta):
         if self._dev_sizes is not None:  # recorded in a CUDA graph (rlrun.training.graphs)
             return self._uniform_indices_on_device(self._uniforms(batch_size)), None
         idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=self.generator)
         return idx, None
 
-    def sample(self, batch_size: int, beta: float = 1.0) -> Batch:
+    def sample(self, batch_size: int, beta: Beta = 1.0) -> Batch:
         idx, weights = self._sample_indices(batch_size, beta)
         batch = Batch(
             self.obs[idx],
@@ -216,7 +216,7 @@ class StackedReplayBuffer(Ring):
             [torch.rand(batch_size, device=self.device, generator=g, dtype=torch.float64) for g in self.generators]
         )
 
-    def _sample_indices(self, batch_size: int, beta: float):
+    def _sample_indices(self, batch_size: int, beta: Beta):
         if self._dev_sizes is not None:  # recorded in a CUDA graph (rlrun.training.graphs)
             return self._uniform_indices_on_device(self._uniforms(batch_size)), None
         idx = torch.stack(
@@ -227,7 +227,7 @@ class StackedReplayBuffer(Ring):
         )
         return idx, None
 
-    def sample(self, batch_size: int, beta: float = 1.0) -> Batch:
+    def sample(self, batch_size: int, beta: Beta = 1.0) -> Batch:
         """(K, batch_size, ...) tensors: row k is agent k's batch."""
         idx, weights = self._sample_indices(batch_size, beta)
         rows = self._rows

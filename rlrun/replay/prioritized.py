@@ -11,11 +11,10 @@ in its own agent's tree with its own max priority.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
+from rlrun.replay.base import Beta
 from rlrun.replay.sumtree import SumTree
 
 
@@ -43,14 +42,19 @@ class Prioritized:
         super().keep_counts_on_device()  # type: ignore[misc]
         self.tree.use_numpy = False
 
-    def beta(self, step: int, total_steps: int) -> Any:
+    def beta(self, step: int, total_steps: int) -> float | np.ndarray:
         """beta at `step`: a float, or a (K,) array with one per agent where agents have their own beta_start."""
         duration = self.beta_anneal_steps if self.beta_anneal_steps is not None else total_steps
         if isinstance(self.beta_start, (list, tuple)):
             return np.array([min(1.0, b + (1.0 - b) * step / max(1, duration)) for b in self.beta_start])
         return min(1.0, self.beta_start + (1.0 - self.beta_start) * step / max(1, duration))
 
-    def _power(self, x: torch.Tensor, exponent: Any, rows: torch.Tensor | None = None) -> torch.Tensor:
+    def _power(
+        self,
+        x: torch.Tensor,
+        exponent: float | list[float] | np.ndarray | torch.Tensor,
+        rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """x ** exponent, where `exponent` may hold one value per agent (rlrun.training.agents): each agent's elements
         (`rows`: the agent of each element; None: x is (K, B)) are raised to its own value, as a scalar
         power, exactly as its single run raises them."""
@@ -80,7 +84,7 @@ class Prioritized:
         rows = None if agents[0] is None else torch.cat(agents)
         self.tree.update(torch.cat(slots), self._power(torch.cat(prio), self.alpha, rows), rows)
 
-    def _sample_indices(self, batch_size: int, beta: float):
+    def _sample_indices(self, batch_size: int, beta: Beta):
         self._flush()
         total = self.tree.total  # (K,)
         stacked = self.max_priority.dim() == 1

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -32,6 +32,9 @@ from rlrun.algos import algorithm
 from rlrun.config.pbt import flat_space
 from rlrun.errors import ConfigError
 from rlrun.training.pbt import PBT
+
+if TYPE_CHECKING:  # what torch passes an optimizer's step hooks: the step's positional and keyword arguments
+    from torch.optim.optimizer import Args, Kwargs
 
 DIR_KEY = "dir"
 LR_KEYS = ("optimizer.lr", "algo.lr_end_factor")  # per-agent values of these need per-agent param groups
@@ -243,13 +246,13 @@ def link_view_grads(optimizer: torch.optim.Optimizer, stacked: Sequence[torch.nn
     the stacked gradients (the optimizer's `zero_grad` only clears the views)."""
     stacked = list(stacked)
 
-    def before(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def before(opt: torch.optim.Optimizer, args: Args, kwargs: Kwargs) -> None:
         for group in opt.param_groups:
             for view, (i, first, end) in zip(group["params"], group["parts"]):
                 grad = stacked[i].grad
                 view.grad = None if grad is None else grad[first:end]
 
-    def after(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def after(opt: torch.optim.Optimizer, args: Args, kwargs: Kwargs) -> None:
         for p in stacked:
             p.grad = None
 

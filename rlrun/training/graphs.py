@@ -20,12 +20,15 @@ CPU runs never come here: on the CPU the eager path is faster and is the referen
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
+from rlrun.algos.acting import GreedyActor
+from rlrun.algos.update import UpdateStep
 from rlrun.errors import NonFiniteError
+from rlrun.replay import Replay
+from rlrun.replay.frames import FrameStore
+from rlrun.replay.prioritized import Prioritized
 
 METRICS = ("td_loss", "q_mean", "q_var", "grad_norm")
 
@@ -36,14 +39,22 @@ class GraphedUpdates:
 
     WARMUP = 2  # eager phases (real updates) on a side stream before recording: cuBLAS and allocator warm-up
 
-    def __init__(self, learner: Any, buffer: Any, frames: Any, batch_size: int, count: int, generators: list):
+    def __init__(
+        self,
+        learner: UpdateStep,
+        buffer: Replay,
+        frames: FrameStore | None,
+        batch_size: int,
+        count: int,
+        generators: list[torch.Generator],
+    ):
         self.learner, self.buffer, self.frames = learner, buffer, frames
         self.batch_size, self.count, self.generators = batch_size, count, generators
         self.device = learner._online_params[0].device
         learner.enter_graph_mode()
         buffer.keep_counts_on_device()
         # PER's beta: a scalar, or one per agent where agents have their own beta_start (rlrun.training.agents)
-        beta = buffer.beta(0, 1) if buffer.prioritized else 1.0
+        beta = buffer.beta(0, 1) if isinstance(buffer, Prioritized) else 1.0
         self.beta = torch.ones(torch.as_tensor(beta).shape, dtype=torch.float64, device=self.device)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.outputs: list[dict[str, torch.Tensor]] = []
@@ -58,6 +69,7 @@ class GraphedUpdates:
             if frames is not None:
                 batch = frames.decode(batch)
             metrics = learner.update(batch)
+            assert metrics is not None  # graph mode never skips an update (on_nonfinite=skip is refused)
             if buffer.prioritized:
                 buffer.update_priorities(batch.indices, metrics["priority"])
             step = {k: metrics[k] for k in METRICS}
@@ -76,7 +88,7 @@ class GraphedUpdates:
         if period > 1 and learner.updates // period > before // period:
             learner.sync_target()
 
-    def run(self, beta: Any) -> list[dict[str, torch.Tensor]]:
+    def run(self, beta: float | np.ndarray) -> list[dict[str, torch.Tensor]]:
         self.buffer.prepare_graph_replay()  # pending priorities into the trees, sizes to the device
         self.beta.copy_(torch.as_tensor(beta, dtype=torch.float64))
         if self.graph is None and self.phases < self.WARMUP:
@@ -113,7 +125,7 @@ class GraphedActor:
     """The greedy forward of an actor (rlrun.algos.acting.GreedyActor) recorded as a CUDA graph for a fixed
     observation batch shape; any other shape goes through the actor itself."""
 
-    def __init__(self, actor: Any, obs_shape: tuple[int, ...], obs_dtype: np.dtype, device: torch.device):
+    def __init__(self, actor: GreedyActor, obs_shape: tuple[int, ...], obs_dtype: np.dtype, device: torch.device):
         self.actor, self.device = actor, device
         torch_dtype = torch.from_numpy(np.zeros(0, dtype=obs_dtype)).dtype
         self.static_obs = torch.zeros(obs_shape, dtype=torch_dtype, device=device)

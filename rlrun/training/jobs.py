@@ -51,7 +51,7 @@ def record_failure(out_dir: Path, error: BaseException, root: Path | None = None
 def summary_lines(summary: dict[str, Any], out_dir: Path) -> str:
     """What a finished run tells its user: the figures that matter and where to look next."""
 
-    def fmt(value: Any) -> str:
+    def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.1f}"
 
     agents = summary.get("agents")  # a batched run (seeds=K): its own summaries, one per agent

@@ -15,7 +15,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,10 @@ from rlrun.envs.failure import EnvError
 from rlrun.envs.vector import finished_episodes, next_obs_for_storage
 from rlrun.errors import NonFiniteError
 from rlrun.logs.metrics import MetricWindow
+from rlrun.replay import Batch
 from rlrun.replay.nstep import NStepAccumulator
+from rlrun.replay.prioritized import Prioritized
+from rlrun.replay.rollout import Rollout
 from rlrun.storage import checkpoint as ckpt, rundir
 from rlrun.training import trainer_state
 from rlrun.training.agents import group_agents
@@ -62,9 +65,10 @@ class Trainer:
         if parts.frames is not None:  # replay and n-step windows hold frame-index stacks
             stored_shape, stored_dtype = (parts.frames.stack,), np.int64
         self.nstep = NStepAccumulator(envs.num_envs, settings.n_step, settings.gamma, stored_shape, stored_dtype)
-        self.actor: Any = GreedyActor(parts.learner.online, parts.device)
+        self.actor: GreedyActor | GraphedActor = GreedyActor(parts.learner.online, parts.device)
         self.graphed: GraphedUpdates | None = None
         if parts.cuda_graphs:
+            assert not isinstance(parts.buffer, Rollout)  # PQN's update is not recorded (rlrun.algos.pqn refuses it)
             self.graphed = GraphedUpdates(
                 parts.learner, parts.buffer, parts.frames, settings.batch_size, settings.phase_updates, parts.generators
             )
@@ -173,14 +177,14 @@ class Trainer:
             "charts/updates": learner.updates,
             "charts/skipped_updates": learner.skipped,
         }
-        if window and buffer.prioritized:
+        if window and isinstance(buffer, Prioritized):
             common["per/beta"] = buffer.beta(step, s.total_steps)  # the schedule at this step
         if device.type == "cuda":
             common["device/memory_allocated_mb"] = torch.cuda.memory_allocated(device) / 2**20
             common["device/max_memory_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
         if self.graphed is not None:  # the device-side non-finite flag, read with the metrics
             self.check_graphed(step)
-        per_agent = window.read(buffer.stats() if window and buffer.prioritized else None)
+        per_agent = window.read(buffer.stats() if window and isinstance(buffer, Prioritized) else None)
         if not s.rollout:  # PQN's rollout is full at every update: its fill says nothing
             per_agent["replay/size"] = buffer.sizes.tolist()
         groups = learner.optimizer.param_groups
@@ -194,21 +198,22 @@ class Trainer:
         self.population.progress(step, sps)  # the bar, or a plain line; episodes.csv flushed
 
     # --- the loop ---------------------------------------------------------------------------
-    def update_phase(self, step: int, iteration: int, obs: Any, count: int) -> None:
+    def update_phase(self, step: int, iteration: int, obs: np.ndarray, count: int) -> None:
         """`count` gradient steps (with the lr schedule and PER's beta at `step`); their metrics stay on the
         device in the window."""
         s, p = self.settings, self.parts
         learner, buffer, frames = p.learner, p.buffer, p.frames
         if s.lr_end_factor != 1.0:  # one value, or one per agent (param groups: runs of agents, rlrun.training.agents)
             set_group_lrs(learner.optimizer, group_lrs(s.lr, s.lr_end_factor, s.total_steps, step))
-        beta = buffer.beta(step, s.total_steps) if buffer.prioritized else 1.0
+        beta = buffer.beta(step, s.total_steps) if isinstance(buffer, Prioritized) else 1.0
         if self.graphed is not None:
             for measured in self.graphed.run(beta):
                 self.window.add_measured(measured)
             return
-        if s.rollout:  # the rollout's minibatches, with its lambda-returns
+        batches: Iterable[Batch]
+        if isinstance(buffer, Rollout):  # the rollout's minibatches, with its lambda-returns
             assert learner.batches is not None
-            batches: Any = learner.batches(buffer)
+            batches = learner.batches(buffer)
         else:
             batches = (buffer.sample(s.batch_size, beta) for _ in range(count))
         for batch in batches:
@@ -228,7 +233,7 @@ class Trainer:
                 self._stop_agents(step)
             if metrics is None:  # a non-finite update skipped (algo.on_nonfinite=skip)
                 continue
-            if buffer.prioritized:
+            if isinstance(buffer, Prioritized):
                 buffer.update_priorities(batch.indices, metrics["priority"])
             self.window.add(metrics, batch)
 
@@ -365,12 +370,19 @@ class Trainer:
         return "finished", step
 
     def _store(
-        self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any, truncated: Any, infos: Any
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        infos: dict,
     ) -> None:
         """One env step's transitions: into PQN's rollout, or through the n-step windows into replay."""
         real_next_obs = next_obs_for_storage(next_obs, infos)
         buffer, frames, nstep = self.parts.buffer, self.parts.frames, self.nstep
-        if self.settings.rollout:  # PQN
+        if isinstance(buffer, Rollout):  # PQN
             buffer.add(obs, actions, rewards, real_next_obs, terminated, truncated)
             return
         if frames is None:

@@ -5,7 +5,7 @@ these, and holds the resolved config only as a plain dict (`LoopSettings.config`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -13,17 +13,22 @@ import torch
 from rlrun.algos import schedules
 from rlrun.algos.exploration import agent_epsilons
 from rlrun.algos.update import UpdateStep
+from rlrun.replay import Replay
 from rlrun.replay.frames import FrameStore
+from rlrun.replay.prioritized import Prioritized
+from rlrun.replay.rollout import Rollout
 
 
 @dataclass
 class Parts:
     """What `rlrun.training.build.build` makes from the config."""
 
+    # gymnasium vector envs (rlrun.envs.vector.make_vector_env). Not typed `gym.vector.VectorEnv`: its `reset`
+    # declares one int seed, and the loop seeds every sub-env with a list (as the sync and async envs take).
     envs: Any  # K x num_envs sub-envs
     eval_envs: Any | None  # K x eval.episodes sub-envs, or None
     learner: UpdateStep  # the algorithm's (rlrun.algos)
-    buffer: Any  # rlrun.replay.Replay, or PQN's rlrun.replay.rollout.Rollout
+    buffer: Replay | Rollout  # replay, or PQN's rollout (rlrun.algos.base.Algorithm.collector)
     generators: list[torch.Generator]  # per agent: replay sampling (and noisy nets' noise)
     device: torch.device
     reward_threshold: float | None
@@ -61,7 +66,7 @@ class LoopSettings:
     # phase every update_every = num_steps vector steps, when the rollout is full, takes its minibatches.
     rollout: bool = False
 
-    def epsilon(self, step: int) -> Any:
+    def epsilon(self, step: int) -> float | np.ndarray:
         """Uniform-random play until learning starts (noisy nets included), then the schedule: a float, or
         a (K, 1) array where agents have schedules of their own."""
         if step < self.learning_starts:
@@ -77,7 +82,7 @@ class LoopSettings:
         """Where the run ends: total_steps rounded up to whole vector steps (num_envs env steps each)."""
         return -(-self.total_steps // self.num_envs) * self.num_envs
 
-    def budget_notes(self, buffer: Any) -> tuple[list[str], list[str]]:
+    def budget_notes(self, buffer: Replay | Rollout) -> tuple[list[str], list[str]]:
         """What a run says at its start about its budget (info lines), and the schedules that do not end
         within it (warnings: `exploration.duration` or PER's `buffer.beta_anneal_steps` longer than the run)."""
         info, warnings = [], []
@@ -94,9 +99,10 @@ class LoopSettings:
                 f"rlrun: warning: exploration.duration={max(durations):,} is longer than the run "
                 f"(total_steps={self.total_steps:,}): epsilon ends at {final}, not exploration.end"
             )
-        if buffer.prioritized and np.min(buffer.beta(self.total_steps, self.total_steps)) < 1.0:
+        per = cast(Prioritized, buffer) if buffer.prioritized else None  # PER's buffers (rlrun.replay.prioritized)
+        if per is not None and np.min(per.beta(self.total_steps, self.total_steps)) < 1.0:
             warnings.append(
-                f"rlrun: warning: buffer.beta_anneal_steps={buffer.beta_anneal_steps:,} is longer than the run "
+                f"rlrun: warning: buffer.beta_anneal_steps={per.beta_anneal_steps:,} is longer than the run "
                 f"(total_steps={self.total_steps:,}): PER's beta ends below 1"
             )
         return info, warnings
@@ -110,7 +116,7 @@ def group_lrs(lr: float | list[float], end_factor: float | list[float], total_st
     return [lr * schedules.linear(1.0, end, total_steps, step) for lr, end in zip(lrs, ends)]
 
 
-def set_group_lrs(optimizer: Any, lrs: list[float]) -> None:
+def set_group_lrs(optimizer: torch.optim.Optimizer, lrs: list[float]) -> None:
     """Each param group's lr from `lrs` (one, or one per agent: a group's first agent's). An lr held as a tensor
     (a CUDA-graphed or compiled step reads that tensor) is filled in place: a new value would not reach it."""
     for group in optimizer.param_groups:

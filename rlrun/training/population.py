@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -29,6 +29,8 @@ from rlrun.storage import bounded, rundir, summary as run_summary
 from rlrun.storage.summary import Summary
 
 if TYPE_CHECKING:
+    from rlrun.nets.protocol import QNet, StackedQNet
+    from rlrun.replay import Replay
     from rlrun.training.pbt import PBT
 
 log = logging.getLogger(__name__)
@@ -140,7 +142,7 @@ class Population:
         """Seeds of all sub-envs: agent k's i-th env gets seed_k + offset + i."""
         return [s + offset + i for s in self.seeds for i in range(self.num_envs)]
 
-    def store(self, buffer: Any, transitions: tuple, env_index: np.ndarray) -> None:
+    def store(self, buffer: Replay, transitions: tuple, env_index: np.ndarray) -> None:
         """Add the transitions that vector envs `env_index` completed to their agents' replay."""
         if self.agents == 1:
             buffer.add(*transitions)
@@ -189,7 +191,9 @@ class Population:
         if line is not None:
             log.info(line)
 
-    def stop_agent(self, k: int, step: int, reason: str, state: dict[str, Any], online: Any) -> None:
+    def stop_agent(
+        self, k: int, step: int, reason: str, state: dict[str, dict[str, torch.Tensor]], online: QNet
+    ) -> None:
         """Agent k's update turned non-finite: its state before that update goes to its own `nonfinite.pt`,
         its model.pt and summary.json (status `failed`, with `error`) are written, and it stops logging."""
         where = self.dir(k) / "nonfinite.pt"
@@ -206,7 +210,7 @@ class Population:
         return {"process_agents": self.agents} if self.agents > 1 else {}
 
     def finish(
-        self, step: int, status: str, online: Any, extra: dict[str, Any], plot_title: str | None
+        self, step: int, status: str, online: QNet, extra: dict[str, Any], plot_title: str | None
     ) -> dict[str, Any]:
         """Each agent's model.pt, summary.json and returns.png; the run's summary (with K > 1 also written
         to the run directory: the agents' summaries and their mean final return, which sweepers optimise)."""
@@ -216,7 +220,7 @@ class Population:
             if k in self.failed:  # stopped in this session, or in an earlier one of a resumed run
                 summaries[k] = self.failed_summaries.get(k) or run_summary.read(self.dir(k))
                 continue
-            state = online.state_dict() if self.agents == 1 else online.agent_state_dict(k)
+            state = online.state_dict() if self.agents == 1 else cast("StackedQNet", online).agent_state_dict(k)
             with rundir.open_atomic(self.dir(k) / "model.pt") as f:
                 torch.save(state, f)
             summaries[k] = lg.close(step, status, {**extra, **self.shared()}, now=now)

@@ -13,34 +13,36 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Any
+from pathlib import Path
+from types import FrameType, ModuleType
 
 from rlrun.errors import Exit
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 in_sweep = False  # set by the command line: a sweep keeps the jobs it ran
-sweep_dir: Any = None  # the sweep's directory (a Path), once known: its continue command is printed
+sweep_dir: Path | None = None  # the sweep's directory, once known: its continue command is printed
 
 
-def continue_sweep(rundir: Any) -> str:
-    """How a stopped sweep goes on (rlrun.sweeps.continuation); no import: called from the handler."""
+def continue_sweep(rundir: ModuleType) -> str:
+    """How a stopped sweep goes on (rlrun.sweeps.continuation); `rundir`: the module rlrun.storage.rundir, not
+    imported here: called from the handler."""
     return f"Continue the sweep with: python -m rlrun.resume {rundir.shell_quote(sweep_dir)}"
 
 
-def _stop_now(signum: int, frame: Any) -> None:
+def _stop_now(signum: int, frame: FrameType | None) -> None:
     # Nothing is imported here: a signal can land in the middle of an import (a half-made `logging` or
     # `dataclasses`), and importing from the handler then fails. A process that has not imported
     # rlrun.storage.rundir owns no run directory.
-    rundir: Any = sys.modules.get("rlrun.storage.rundir")
+    rundir = sys.modules.get("rlrun.storage.rundir")
     name = signal.Signals(signum).name
     owned = rundir.owned_paths() if rundir is not None else []
     kept = [path for path in owned if (path / "checkpoint.pt").exists()]
-    removed = [path for path in owned if rundir.discard_unstarted(path, release=False)]
+    removed = [path for path in owned if rundir is not None and rundir.discard_unstarted(path, release=False)]
     if in_sweep and sweep_dir is not None and rundir is not None:
         where = f"; the last checkpoint in {kept[0]} is kept" if kept else ""
         message = f"sweep stopped by {name}{where}; the jobs it ran are kept. {continue_sweep(rundir)}"
         code: int = Exit.STOPPED
-    elif kept:
+    elif kept and rundir is not None:  # (kept paths are owned ones: rundir is imported)
         message, code = (
             (
                 f"stopped by {name}; the last checkpoint in {kept[0]} is kept. Continue with: "

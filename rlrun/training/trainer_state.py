@@ -20,7 +20,7 @@ def check_format(state: dict[str, Any]) -> None:
         )
 
 
-def _pending(pending: Any, pbt: bool) -> list[str]:
+def _pending(pending: object, pbt: bool) -> list[str]:
     """The step's owed work (Trainer.pending): [], ["eval"] or ["eval", "pbt"] (with PBT); anything else refused."""
     allowed = [[], ["eval"], ["eval", "pbt"]] if pbt else [[], ["eval"]]
     if not isinstance(pending, list) or not all(isinstance(x, str) for x in pending) or pending not in allowed:
@@ -28,7 +28,7 @@ def _pending(pending: Any, pbt: bool) -> list[str]:
     return list(pending)
 
 
-def _failed_agents(failed: Any, agents: int) -> dict[int, str]:
+def _failed_agents(failed: object, agents: int) -> dict[int, str]:
     """The stopped agents (Population.failed): agent index (0 to `agents` - 1) -> why; anything else refused."""
     if not isinstance(failed, dict) or not all(
         type(k) is int and 0 <= k < agents and isinstance(v, str) for k, v in failed.items()
