@@ -152,7 +152,9 @@ def make_optimizer(cfg: DictConfig, network: torch.nn.Module, capturable: bool =
     )
 
 
-def make_replay(cfg: DictConfig, seeds: list[int], obs_shape, obs_dtype: torch.dtype, generators, device):
+def make_replay(
+    cfg: DictConfig, seeds: list[int], obs_shape, obs_dtype: torch.dtype, generators, device
+) -> ReplayBuffer | StackedReplayBuffer:
     """Uniform or prioritized replay (buffer._target_), for one agent or stacked for K."""
     prioritized = cfg.buffer._target_.endswith("PrioritizedReplayBuffer")
     kwargs = options(cfg.buffer, "n_step")  # n_step is the n-step accumulator's (loop_settings)

@@ -229,7 +229,7 @@ class Trainer:
                     f"{e} at env step {step} (update {learner.updates + 1}); "
                     f"the state before this update is in {self.out_dir / 'nonfinite.pt'}"
                 ) from None
-            if getattr(learner, "failures", None):  # stacked agents that turned non-finite stop alone
+            if learner.failures:  # stacked agents that turned non-finite stop alone
                 self._stop_agents(step)
             if metrics is None:  # a non-finite update skipped (algo.on_nonfinite=skip)
                 continue
