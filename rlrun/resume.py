@@ -123,7 +123,7 @@ def check_unfinished(run_dir: Path, state: dict[str, Any], cfg: DictConfig) -> N
         raise FinishedRunError(rundir.shell_quote(run_dir), state["step"], cfg.total_steps, asked)
 
 
-def with_saved_backends(overrides: list[str], saved: Any) -> list[str]:
+def with_saved_backends(overrides: list[str], saved: object) -> list[str]:
     """`overrides`, led by `logger=[<the run's backends>]` when they set `logger.<backend>.*` options without
     choosing the backends (`resume <run> logger.mlflow.tracking_uri=...`). Only the names of rlrun's own
     logger options are taken from the checkpoint."""
@@ -264,7 +264,8 @@ def hydra_record(where: Path, cfg: DictConfig) -> None:
     from omegaconf import OmegaConf
 
     hydra = HydraConfig.get()
-    node: Any = OmegaConf.to_container(hydra)  # unresolved, as Hydra writes it
+    node = OmegaConf.to_container(hydra)  # unresolved, as Hydra writes it
+    assert isinstance(node, dict)  # HydraConfig is a DictConfig
     node["output_subdir"] = ".hydra"  # as the job's first run recorded it
     where.mkdir(parents=True, exist_ok=True)
     rundir.write_text(where / "config.yaml", OmegaConf.to_yaml(cfg))

@@ -28,6 +28,7 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
+from numpy.typing import ArrayLike
 
 from rlrun.envs.spec import env_spec
 from rlrun.errors import ConfigError
@@ -75,7 +76,7 @@ class AtariEpisodes(gym.vector.VectorWrapper):
         self.fire_action = fire_action
         self.fire_left = np.zeros(n, dtype=np.int64)  # agent steps each sub-env still plays FIRE
 
-    def _frames(self, obs: Any) -> np.ndarray:
+    def _frames(self, obs: ArrayLike) -> np.ndarray:
         return np.asarray(obs).reshape(self.stack.shape[0], *self.stack.shape[2:])
 
     def _obs(self) -> np.ndarray:

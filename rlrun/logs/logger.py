@@ -27,11 +27,14 @@ EPISODE_HEADER = rundir.CSV_HEADERS["episodes.csv"]
 BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
 
 
-def flat_hparams(tree: Any) -> dict[str, Any]:
-    """A config's plain tree as `a.b.c -> value`, with TensorBoard-friendly values (lists and None as text)."""
-    out = {}
+HParam = bool | int | float | str  # a value of TensorBoard's hparams table
 
-    def walk(node: Any, prefix: str) -> None:
+
+def flat_hparams(tree: object) -> dict[str, HParam]:
+    """A config's plain tree as `a.b.c -> value`, with TensorBoard-friendly values (lists and None as text)."""
+    out: dict[str, HParam] = {}
+
+    def walk(node: object, prefix: str) -> None:
         if isinstance(node, dict):
             for k, v in node.items():
                 walk(v, f"{prefix}{k}.")
@@ -47,7 +50,7 @@ class ConfigRecord:
     """The run's config as the sinks record it when the run starts: `a.b.c -> value` for TensorBoard's
     hparams table, and the YAML text (made from the config by rlrun.training.build.config_record)."""
 
-    hparams: dict[str, Any]
+    hparams: dict[str, HParam]
     yaml: str
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.experimental.callback import Callback
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 log = logging.getLogger(__name__)
 
@@ -14,12 +17,12 @@ log = logging.getLogger(__name__)
 class ReportCallback(Callback):
     """Writes and prints the sweep report (rlrun.report) when a multirun ends."""
 
-    def on_multirun_start(self, config, **kwargs: Any) -> None:
+    def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
         from rlrun.training import signals
 
         signals.sweep_dir = Path(str(config.hydra.sweep.dir))  # a stop names the sweep's continue command
 
-    def on_multirun_end(self, config, **kwargs: Any) -> None:
+    def on_multirun_end(self, config: DictConfig, **kwargs: object) -> None:
         # pandas and rliable only when a multirun ends, not in every job
         from rlrun.report import ReportExtraMissing
 

@@ -10,10 +10,10 @@ from rlrun.config.runnames import QUIET_KEYS, quiet_key
 from rlrun.storage import bounded
 
 
-def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(node: object, prefix: str = "") -> dict[str, object]:
     """A nested dict as one level of dotted keys."""
     if isinstance(node, dict):
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for k, v in node.items():
             out.update(flatten(v, f"{prefix}{k}."))
         return out

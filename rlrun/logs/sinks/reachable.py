@@ -16,11 +16,14 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from rlrun.errors import ConfigError
 from rlrun.logs.sinks.wandb import resolve_mode
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 PROBE_SECONDS = 5  # how long a server may take to answer the pre-flight's one request
 
@@ -33,13 +36,14 @@ class BackendError(ConfigError):
         self.key, self.value, self.allowed = key, value, allowed
 
 
-def check_backends(logger: Any, probed: dict) -> None:
+def check_backends(logger: DictConfig | None, probed: dict) -> None:
     """Refuse (BackendError) a chosen backend that cannot be reached; `probed` remembers the answers."""
-    settings = logger or {}
-    if settings.get("mlflow") is not None:
-        check_mlflow(settings["mlflow"].get("tracking_uri"), probed)
-    if settings.get("wandb") is not None:
-        check_wandb(settings["wandb"].get("mode"), probed)
+    if not logger:
+        return
+    if logger.get("mlflow") is not None:
+        check_mlflow(logger["mlflow"].get("tracking_uri"), probed)
+    if logger.get("wandb") is not None:
+        check_wandb(logger["wandb"].get("mode"), probed)
 
 
 # --- MLflow -----------------------------------------------------------------------------------------
