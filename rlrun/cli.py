@@ -38,6 +38,7 @@ from rlrun.config.argv import given_overrides, normalized_argv
 from rlrun.config.hydra_adapter import args_parser, mode_known
 from rlrun.config.overrides import given_twice, group_options
 from rlrun.config.schemas import register_configs
+from rlrun.config.validate import dataclass_in
 from rlrun.errors import ConfigError, Exit, fail
 from rlrun.storage import rundir
 from rlrun.storage.summary import objective
@@ -178,11 +179,11 @@ def config_lines(cfg: Mapping[str, object], schema: type | None = None, indent: 
     for key, value in cfg.items():
         doc = docs.get(key) or HYDRA_KEYS.get(key)
         if isinstance(value, DictConfig) and len(value):
-            sub = _dataclass_in(hints.get(key)) or _matching_schema(value)
+            sub = dataclass_in(hints.get(key)) or _matching_schema(value)
             lines.append(_with_comment(f"{indent}{key}:", doc or _class_doc(sub)))
             lines += config_lines(value, sub, indent + "  ")
         else:
-            doc = doc or _class_doc(_dataclass_in(hints.get(key)))  # logger backends: their schema's docstring
+            doc = doc or _class_doc(dataclass_in(hints.get(key)))  # logger backends: their schema's docstring
             plain = OmegaConf.to_container(value) if isinstance(value, (DictConfig, ListConfig)) else value
             text = yaml.safe_dump(plain, default_flow_style=True, width=10_000).split("\n")[0]
             lines.append(_with_comment(f"{indent}{key}: {text}", doc))
@@ -235,14 +236,6 @@ def _class_doc(schema: type | None) -> str | None:
 def _field_types(schema: type | None) -> dict[str, Any]:
 
     return typing.get_type_hints(schema) if schema is not None else {}
-
-
-def _dataclass_in(hint: object) -> type | None:
-
-    for t in (hint, *typing.get_args(hint)):
-        if isinstance(t, type) and dataclasses.is_dataclass(t):
-            return t
-    return None
 
 
 def _matching_schema(node: DictConfig) -> type | None:

@@ -46,9 +46,7 @@ def _walk(node: Mapping, schema: type, prefix: str) -> None:
             raise UnknownKeyError(path, value, sorted(k for k in fields if not k.startswith("_")))
         if not prefix and key == "agents":  # per-agent mappings: rlrun.training.agents.check reads them
             continue
-        sub = (
-            GROUP_TARGETS[key][value["_target_"]] if not prefix and key in GROUP_TARGETS else _dataclass_in(hints[key])
-        )
+        sub = GROUP_TARGETS[key][value["_target_"]] if not prefix and key in GROUP_TARGETS else dataclass_in(hints[key])
         if not prefix and key == "algo":  # DQN's or PQN's schema, by algo.kind
             sub = ALGORITHMS[algo_kind(value)].schema
         if sub is not None and isinstance(value, Mapping):
@@ -61,7 +59,7 @@ def _holds_mapping(value: object) -> bool:
     return isinstance(value, Mapping) or (isinstance(value, (list, tuple)) and any(map(_holds_mapping, value)))
 
 
-def _dataclass_in(hint: object) -> type | None:
+def dataclass_in(hint: object) -> type | None:
     """The dataclass in a field's type (`AtariConfig` in `Optional[AtariConfig]`), or None."""
     for t in (hint, *typing.get_args(hint)):
         if isinstance(t, type) and dataclasses.is_dataclass(t):
