@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 
 from rlrun.algos.base import COMMON_BATCHABLE, Algorithm, PerAgent, Schedule
 from rlrun.algos.dqn import AlgoConfig, require_scalar_head, scalar_loss, update_settings
-from rlrun.config.checks import cfg_get, check, in_range, positive
+from rlrun.config.checks import check, in_range, positive
 
 if TYPE_CHECKING:  # imported where used: the schema and rules are read without torch (rlrun.algos.dqn)
     import torch
@@ -143,7 +143,6 @@ class QLambdaBatches:
         # torch only when a learner is built: the registry is read by --help, which stays torch-free
         import torch
 
-        # torch only when a learner is built: the registry is read by --help, which stays torch-free
         from rlrun.replay import Batch
 
         data = rollout.tensors(self.device)
@@ -245,12 +244,10 @@ def check_pqn(cfg: DictConfig) -> None:
         f"a divisor of algo.num_steps x env.num_envs = {rollout} with algo=pqn",
     )
     require_scalar_head(cfg, "pqn", noisy=False)
-    for key, ok, allowed in [
-        # Recording an update phase (rlrun.training.graphs) samples replay inside the graph; a rollout's minibatches
-        # are cut on the host.
-        ("device.cuda_graphs", not cfg.device.cuda_graphs, "false with algo=pqn (its update is not recorded)"),
-    ]:
-        check(ok, key, cfg_get(cfg, key), allowed)
+    # Recording an update phase (rlrun.training.graphs) samples replay inside the graph; a rollout's minibatches
+    # are cut on the host.
+    cuda_graphs = cfg.device.cuda_graphs
+    check(not cuda_graphs, "device.cuda_graphs", cuda_graphs, "false with algo=pqn (its update is not recorded)")
     check(
         cfg.buffer._target_ == "rlrun.replay.ReplayBuffer",
         "buffer",

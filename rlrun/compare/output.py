@@ -3,7 +3,6 @@ table, the curves and the commands that reproduce it), compare.csv (the per-seed
 
 from __future__ import annotations
 
-import shlex
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -154,7 +153,3 @@ def write(
     md = root / "compare.md"
     rundir.write_text(md, "\n".join(lines))
     return [md, *written]
-
-
-def shell(args: list[str]) -> str:
-    return shlex.join(args)

@@ -4,6 +4,7 @@ after each, and the files written at the end."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -181,7 +182,7 @@ def run_rounds(job: Job) -> None:
         print(f"rlrun.compare: round {lk.round}: {verdict}", file=sys.stderr, flush=True)
     rounds = plan.rounds()
     commands = [job.command_line, "", "# each round, as the comparison ran it:"] + [
-        output.shell(["python", *plan.train_command(root, arm, first, n)])
+        shlex.join(["python", *plan.train_command(root, arm, first, n)])
         for first, n in rounds[: len(looks)]
         for arm in ARMS
     ]

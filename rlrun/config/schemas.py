@@ -8,9 +8,8 @@ cross-key rules) live in `validate()`, which runs before anything is built or wr
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
@@ -18,9 +17,6 @@ from omegaconf import MISSING, OmegaConf
 from rlrun.algos import ALGORITHMS
 from rlrun.config.pbt import PBTConfig
 from rlrun.config.runnames import job_subdir, run_part, safe
-
-if TYPE_CHECKING:
-    from omegaconf import DictConfig
 
 
 @dataclass
@@ -89,12 +85,8 @@ class UniformBufferConfig:
 
 
 @dataclass
-class PrioritizedBufferConfig:
+class PrioritizedBufferConfig(UniformBufferConfig):
     _target_: str = "rlrun.replay.PrioritizedReplayBuffer"
-    capacity: int = 100_000  # transitions kept per agent (oldest dropped first)
-    n_step: int = 3  # n-step returns (1 = plain one-step TD)
-    augment: str = "none"  # none | random_shift (DrQ: sampled images shifted, edges repeated; rlrun.replay.augment)
-    augment_pad: int = 4  # random_shift's largest shift in pixels, each way
     alpha: float = 0.6  # priority exponent: sample with p_i^alpha (0 = uniform)
     beta_start: float = 0.4  # importance-sampling exponent at the start
     # env steps over which beta anneals linearly to 1; null = the whole run (total_steps).
@@ -243,16 +235,6 @@ class RunConfig:
     objective: str = "final_mean_return_100"
 
 
-def _run_part(overrides: Iterable[str] | None) -> str:
-
-    return run_part(overrides)
-
-
-def _job_dir(*, _root_: DictConfig) -> str:
-
-    return job_subdir(_root_)
-
-
 def experiment_name(exp_name: object, algo_kind: object = "dqn") -> str:
     """`exp_name`, or the algorithm's name where it is null (the resolver `rlrun_exp_name` for the run dir)."""
     return str(exp_name) if exp_name is not None else str(algo_kind)
@@ -272,8 +254,8 @@ def register_configs() -> None:
         replace=True,
     )
     # Run and sweep-job names after what differs from the defaults, exp_name safe (rlrun.config.runnames).
-    OmegaConf.register_new_resolver("rlrun_overrides", _run_part, replace=True)
-    OmegaConf.register_new_resolver("rlrun_job_dir", _job_dir, replace=True)
+    OmegaConf.register_new_resolver("rlrun_overrides", run_part, replace=True)
+    OmegaConf.register_new_resolver("rlrun_job_dir", lambda *, _root_: job_subdir(_root_), replace=True)
     OmegaConf.register_new_resolver("rlrun_exp_name", lambda e, a="dqn": safe(experiment_name(e, a)), replace=True)
     cs = ConfigStore.instance()
     # Stored at the root (not in a group) so that `--help` lists only the real option groups.

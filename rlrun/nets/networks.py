@@ -264,17 +264,14 @@ class QNetwork(nn.Module):
         adv = apply_layer(self.advantage, h).view(-1, self.n_actions, per_action)
         return dueling(apply_layer(self.value, h).view(-1, 1, per_action), adv, action_dim=1)
 
-    def _outputs(self, obs: torch.Tensor) -> torch.Tensor:
+    def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
         """(B, A, outputs_per_action) action values, logits or quantiles."""
         return self._heads(self._features(obs))
-
-    def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
-        return self._outputs(obs)
 
     def quantile_values(self, obs: torch.Tensor, taus: torch.Tensor | None = None) -> torch.Tensor:
         """(B, A, N) return quantiles: QR-DQN's at its fixed fractions (taus unused), IQN's at taus (B, N)."""
         if self.tau_embedding_dim == 0:
-            return self._outputs(obs)
+            return self.dist_logits(obs)
         assert taus is not None, "IQN needs the fractions taus (B, N)"
         layers = list(self.trunk)
         h = apply_layers(layers[: self.embed_at], self._input(obs))  # (B, D): the last hidden layer's input
@@ -291,7 +288,7 @@ class QNetwork(nn.Module):
         if self.tau_embedding_dim > 0:
             out = self.quantile_values(obs, self.acting_taus(obs.shape[0], obs.device))
         else:
-            out = self._outputs(obs)
+            out = self.dist_logits(obs)
         return self.q_head.q_values(out, self.support)
 
     def reset_noise(self, generator: torch.Generator | None = None) -> None:

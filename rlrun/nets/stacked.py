@@ -5,7 +5,7 @@
 encoder (plain or dueling heads, C51, QR-DQN, IQN, noisy layers: fast on a CPU), or `VmapQNetwork` for the
 Nature CNN, through `torch.func.vmap`.
 
-`StackedQNetwork.from_networks(nets)` stacks K `QNetwork`s that were built (and initialised) exactly as
+`StackedQNetwork(nets)` stacks K `QNetwork`s that were built (and initialised) exactly as
 K single-seed runs would build them; every parameter gets a leading agent axis, and each layer is one
 batched matmul (`torch.baddbmm`) over that axis, so the K agents cost one kernel per layer instead of K.
 Inputs are (K, B, ...) and outputs (K, B, A): agent k only ever sees its own parameters and its own rows.
@@ -82,10 +82,6 @@ class StackedQNetwork(nn.Module):
         if self.tau_embedding_dim > 0:
             self.tau_embedding = StackedLinear([n.tau_embedding for n in nets])
         self.register_buffer("support", first.support.clone())
-
-    @classmethod
-    def from_networks(cls, nets: Sequence[QNetwork]) -> StackedQNetwork:
-        return cls(nets).to(next(nets[0].parameters()).device)
 
     def _input(self, obs: torch.Tensor) -> torch.Tensor:
         """(K, B, *obs_shape) as the trunk reads it: flat vectors, or (K, B, C, H, W) grids for the conv encoder."""

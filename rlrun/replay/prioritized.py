@@ -104,10 +104,6 @@ class Prioritized:
         self._flush()
         return self.tree.leaf_values(idx)
 
-    def probabilities(self, idx: torch.Tensor) -> torch.Tensor:
-        total = self.tree.total
-        return self.priorities(idx) / (total if idx.dim() == 1 else total.unsqueeze(1))
-
     def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
         """indices, td_errors: (B,), or (K, B) for K agents."""
         self._flush()

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from rlrun import console
 from rlrun.errors import Exit, fail
 
+# ruff: noqa: F401  (the API's imports below are for type checkers; `__all__` names them from `_API`)
 if TYPE_CHECKING:
     from rlrun.report.aggregate import (
         BOOTSTRAP_REPS,
@@ -106,42 +107,7 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(_API[name]), name)
 
 
-__all__ = [
-    "BOOTSTRAP_REPS",
-    "CURVE_BOOTSTRAP_REPS",
-    "CURVE_TAG",
-    "EVAL",
-    "FINISHED",
-    "LinkedFolderError",
-    "MIN_SEEDS",
-    "NoRunsError",
-    "TRAIN",
-    "curves_of",
-    "improvement_probability",
-    "improvement_table",
-    "iqm_ci",
-    "latest_per_seed",
-    "left_out",
-    "load_curve",
-    "load_curves",
-    "load_run",
-    "load_runs",
-    "load_sweep",
-    "main",
-    "markdown_table",
-    "plot_curves",
-    "plot_profile",
-    "plot_search",
-    "plot_sensitivity",
-    "quiet",
-    "run_dirs",
-    "score_column",
-    "search_trials",
-    "sensitivity",
-    "summarize",
-    "trimmed_mean",
-    "write_report",
-]
+__all__ = sorted([*_API, "main"])
 
 
 COMMAND = "rlrun.report"  # leads each line of `fail`

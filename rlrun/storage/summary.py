@@ -103,8 +103,6 @@ def of_run(
 
 def of_agents(status: str, seeds: list[int], steps: int, agents: dict[str, Summary], failed: int) -> Summary:
     """A batched run's summary: its agents' summaries and their mean final return (what sweepers optimise)."""
-    import numpy as np  # here: the command line (rlrun.training.jobs) imports this module and stays quick
-
     finals = [final for s in agents.values() if (final := s.get(TRAIN)) is not None]
     return {
         "status": status,

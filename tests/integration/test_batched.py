@@ -69,7 +69,7 @@ def make_nets(dueling=False, layer_norm=True):
 @pytest.mark.parametrize("dueling,layer_norm", [(False, True), (True, True), (True, False)])
 def test_stacked_network_is_each_agent_exactly(dueling, layer_norm):
     nets = make_nets(dueling, layer_norm)
-    stacked = StackedQNetwork.from_networks(copy.deepcopy(nets))
+    stacked = StackedQNetwork(copy.deepcopy(nets))
     x = torch.randn(K, 64, 4)
     out = stacked(x)
     assert out.shape == (K, 64, 2)
@@ -107,7 +107,7 @@ def test_gradient_clipping_is_per_agent():
 
 def test_stacked_updates_match_single_agent_updates():
     nets = make_nets(dueling=True)
-    stacked = StackedQNetwork.from_networks(copy.deepcopy(nets))
+    stacked = StackedQNetwork(copy.deepcopy(nets))
     adam = lambda params: torch.optim.Adam(params, lr=1e-3)  # noqa: E731
     singles = [dqn_learner(n, adam(n.parameters()), loss="huber", tau=0.1, max_grad_norm=0.5) for n in nets]
     learner = dqn_learner(stacked, adam(stacked.parameters()), loss="huber", tau=0.1, max_grad_norm=0.5)

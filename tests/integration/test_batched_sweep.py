@@ -79,7 +79,7 @@ def make_nets():
 def test_per_agent_tau_lerps_each_agent_as_its_single_run():
     nets = make_nets()
     taus = [0.05, 0.5, 1.0]
-    stacked = StackedQNetwork.from_networks(nets)
+    stacked = StackedQNetwork(nets)
     learner = dqn_learner(stacked, torch.optim.SGD(stacked.parameters(), lr=0.1), tau=taus)
     singles = [dqn_learner(n, torch.optim.SGD(n.parameters(), lr=0.1), tau=t) for n, t in zip(nets, taus)]
     with torch.no_grad():

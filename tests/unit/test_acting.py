@@ -52,7 +52,7 @@ def test_greedy_actions_are_the_argmax_of_the_network(variant):
     nets, shape = _nets(variant, 3)
     obs = _obs(shape, 3, 5)
     for training in (True, False):
-        for k, net in enumerate([*nets, StackedQNetwork.from_networks(nets), VmapQNetwork(nets)]):
+        for k, net in enumerate([*nets, StackedQNetwork(nets), VmapQNetwork(nets)]):
             net.train(training)
             x = obs if k >= 3 else obs[k]
             with torch.no_grad():
@@ -69,7 +69,7 @@ def test_greedy_actions_are_the_argmax_of_the_network(variant):
 def test_stacked_agents_act_as_their_single_networks():
     nets, shape = _nets("mlp-layernorm", 3)
     obs = _obs(shape, 3, 5)
-    actions = GreedyActor(StackedQNetwork.from_networks(nets), torch.device("cpu"))(obs)
+    actions = GreedyActor(StackedQNetwork(nets), torch.device("cpu"))(obs)
     for k, net in enumerate(nets):
         np.testing.assert_array_equal(actions[k], GreedyActor(net, torch.device("cpu"))(obs[k]))
 

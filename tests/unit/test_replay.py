@@ -71,7 +71,7 @@ def test_per_importance_weights_exact():
     # By hand for index 0: P = 1 / (1 + sqrt2 + 2 + sqrt8), w = (4P)^-0.7, and it is the largest weight.
     P0 = 1 / (1 + 2**0.5 + 2 + 8**0.5)
     P_sampled = probs[batch.indices.numpy()]
-    assert buf.probabilities(torch.tensor([0])).item() == pytest.approx(P0)
+    assert (buf.priorities(torch.tensor([0])) / buf.tree.total).item() == pytest.approx(P0)
     assert batch.weights.max().item() == pytest.approx(1.0)
     assert batch.weights.min().item() == pytest.approx(
         ((4 * P_sampled.max()) / (4 * P_sampled.min())) ** -beta, rel=1e-6
@@ -81,7 +81,7 @@ def test_per_importance_weights_exact():
 def test_new_transitions_enter_at_max_priority():
     buf = PrioritizedReplayBuffer(8, (1,), alpha=0.5, priority_eps=0.01)
     fill(buf, 2)
-    assert buf.probabilities(torch.tensor([0])).item() == 0.5
+    assert (buf.priorities(torch.tensor([0])) / buf.tree.total).item() == 0.5
     assert buf.priorities(torch.tensor([0, 1])).tolist() == [1.0, 1.0]  # max priority starts at 1
     buf.update_priorities(torch.tensor([0, 1]), torch.tensor([3.99, -0.5]))  # |td| + eps: 4.0, 0.51
     fill(buf, 1)

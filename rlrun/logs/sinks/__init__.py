@@ -20,24 +20,20 @@ __all__ = ["Sink", "SinkRun", "make_sinks", "numeric", "run_name"]
 def make_sinks(settings: dict[str, Any], run: SinkRun) -> list[Sink]:
     """The backends chosen in `settings` (the `logger` config node as plain values: name -> options, None
     for a backend not chosen), in a fixed order."""
-    sinks: list[Sink] = []
+    sinks: list[Sink] = []  # each backend's client is imported only when its logger is chosen
     if settings.get("tensorboard") is not None:
-        # each backend's client only when its logger is chosen
         from rlrun.logs.sinks.tensorboard import TensorBoardSink
 
         sinks.append(TensorBoardSink(run.dir, run.resume_step))
     if settings.get("csv") is not None:
-        # each backend's client only when its logger is chosen
         from rlrun.logs.sinks.csv import CsvSink
 
         sinks.append(CsvSink(run.dir, run.resume_step))
     if settings.get("mlflow") is not None:
-        # each backend's client only when its logger is chosen
         from rlrun.logs.sinks.mlflow import MLflowSink
 
         sinks.append(MLflowSink(run, **settings["mlflow"]))
     if settings.get("wandb") is not None:
-        # each backend's client only when its logger is chosen
         from rlrun.logs.sinks.wandb import WandbSink
 
         sinks.append(WandbSink(run, **settings["wandb"]))
