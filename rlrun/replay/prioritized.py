@@ -61,9 +61,8 @@ class Prioritized:
         if isinstance(exponent, (int, float)) or (isinstance(exponent, torch.Tensor) and exponent.dim() == 0):
             return x**exponent
         agent = rows if rows is not None else torch.arange(x.shape[0], device=x.device).unsqueeze(1).expand_as(x)
-        if isinstance(
-            exponent, torch.Tensor
-        ):  # recorded steps (rlrun.training.graphs): one value per agent, no host sync
+        # recorded steps (rlrun.training.graphs): one value per agent, no host sync
+        if isinstance(exponent, torch.Tensor):
             return x ** exponent.to(x.dtype)[agent]
         out = torch.empty_like(x)
         for value in sorted(set(map(float, exponent))):
@@ -93,9 +92,8 @@ class Prioritized:
         u = self._uniforms(batch_size)  # type: ignore[attr-defined]  # float64, (B,) or (K, B): the ring's generators
         mass = (torch.arange(batch_size, device=self.device, dtype=torch.float64) + u) * (total / batch_size)
         size = self._size_tensor()  # type: ignore[attr-defined]  # an int, or (K, 1)
-        idx = torch.minimum(
-            self.tree.find(mass), torch.as_tensor(size - 1, device=self.device)
-        )  # round-off at the edge
+        # at most size - 1: round-off at the edge
+        idx = torch.minimum(self.tree.find(mass), torch.as_tensor(size - 1, device=self.device))
         weights = self._power(size * (self.tree.leaf_values(idx) / total), -beta)
         return idx, (weights / weights.max(dim=-1, keepdim=True).values).float()
 

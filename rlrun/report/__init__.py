@@ -133,11 +133,8 @@ def main(argv: list[str] | None = None) -> None:
         if not folder.is_dir():
             p.error(f"{folder} is not a directory")
     try:
-        from rlrun.report import (
-            LinkedFolderError,
-            NoRunsError,
-            write_report,
-        )  # as any user imports it: ReportExtraMissing without the extra
+        # as any user imports it: ReportExtraMissing without the extra
+        from rlrun.report import LinkedFolderError, NoRunsError, write_report
     except ReportExtraMissing as e:
         fail(str(e), Exit.BAD_INPUT, command=COMMAND)
     out = args.out

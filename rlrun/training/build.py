@@ -84,9 +84,8 @@ def make_envs(cfg: DictConfig, agents: int):
             e.vectorization,
             e.max_episode_steps,
             gamma=cfg.algo.gamma,
-            reward_scale=rlrun.training.agents.sub_env_values(
-                cfg, "env.reward_scale"
-            ),  # per sub-env where agents differ
+            # per sub-env where agents differ
+            reward_scale=rlrun.training.agents.sub_env_values(cfg, "env.reward_scale"),
             normalize_reward=e.normalize_reward,
             clip_reward=e.clip_reward,
             action_bins=e.action_bins,

@@ -156,10 +156,8 @@ def run_job(job: Callable[[], dict[str, Any]], out_dir: Path, sweep_job: int | N
         if sweep_job is None:
             if code is None:
                 raise  # a bug: the traceback is what helps
-            if code in (
-                Exit.BAD_INPUT,
-                Exit.ENV_FAILED,
-            ):  # a run refused, or whose env failed, before its first checkpoint
+            # a run refused, or whose env failed, before its first checkpoint
+            if code in (Exit.BAD_INPUT, Exit.ENV_FAILED):
                 removed = rundir.discard_unstarted(out_dir)  # leaves no directory behind
                 if code == Exit.ENV_FAILED:
                     message += kept_or_removed(out_dir, removed)

@@ -57,20 +57,15 @@ class Loop(Protocol):
     """The training loop as PBT changes it (rlrun.training.loop.Trainer): the agents' settings (lr, epsilon),
     the learner whose stacked agents it copies, the population, where the run writes and its step."""
 
-    @property
-    def settings(self) -> LoopSettings: ...
+    settings: LoopSettings
+    out_dir: Path
+    step: int
 
     @property
     def learner(self) -> UpdateStep: ...
 
     @property
     def population(self) -> Agents: ...
-
-    @property
-    def out_dir(self) -> Path: ...
-
-    @property
-    def step(self) -> int: ...
 
 
 class PBT:
