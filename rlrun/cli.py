@@ -106,8 +106,7 @@ def main() -> None:
                 Exit.CANNOT_WRITE,
             )
     if plan is not None and plan.resume is not None:
-        # the run's machinery (torch, envs) only once a job runs, not for errors and --help
-        from rlrun.resume import resume
+        from rlrun.resume import resume  # as in hydra_main: the run's machinery only once a job runs
 
         resume(plan.resume, plan.resume_overrides)
         return
@@ -160,7 +159,6 @@ def print_help(argv: list[str]) -> None:
 
 def config_groups() -> dict[str, list[str]]:
     """Each config group of rlrun.conf (Hydra's own `hydra/` aside) and its options."""
-
     groups = {}
     for entry in sorted(files("rlrun.conf").iterdir(), key=lambda e: e.name):
         if entry.is_dir() and entry.name not in ("hydra", "__pycache__"):
@@ -172,9 +170,8 @@ def config_groups() -> dict[str, list[str]]:
 
 def config_lines(cfg: Mapping[str, object], schema: type | None = None, indent: str = "") -> list[str]:
     """`key: value  # description` for every key of `cfg`, nested groups indented."""
-
     schema = schema or config.RunConfig
-    docs, hints = field_docs(schema), _field_types(schema)
+    docs, hints = field_docs(schema), typing.get_type_hints(schema)
     lines = []
     for key, value in cfg.items():
         doc = docs.get(key) or HYDRA_KEYS.get(key)
@@ -194,12 +191,10 @@ def _with_comment(line: str, doc: str | None) -> str:
     return line if not doc else f"{line:<{COMMENT_COLUMN}}  # {doc}"
 
 
-def field_docs(schema: type | None) -> dict[str, str]:
+def field_docs(schema: type) -> dict[str, str]:
     """A dataclass's fields and their comments in its source: the comment on the field's line, else the
     comment lines just above it. Inherited fields keep their base class's comment unless overridden."""
     docs: dict[str, str] = {}
-    if schema is None:
-        return docs
     for cls in reversed(schema.__mro__):
         if not dataclasses.is_dataclass(cls):
             continue
@@ -231,11 +226,6 @@ def _class_doc(schema: type | None) -> str | None:
     if not doc or doc.startswith(schema.__name__ + "("):  # type: ignore[union-attr]
         return None
     return doc.strip().splitlines()[0]
-
-
-def _field_types(schema: type | None) -> dict[str, Any]:
-
-    return typing.get_type_hints(schema) if schema is not None else {}
 
 
 def _matching_schema(node: DictConfig) -> type | None:

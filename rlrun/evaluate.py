@@ -182,7 +182,6 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
 
 def check_video_extra() -> None:
     """Before anything is played: video=true needs moviepy (and pygame for most envs' frames)."""
-
     missing = [m for m in ("moviepy", "pygame") if importlib.util.find_spec(m) is None]
     if missing:
         fail(

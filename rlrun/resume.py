@@ -274,7 +274,6 @@ def hydra_record(where: Path, cfg: DictConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-
     argv = sys.argv[1:] if argv is None else argv
     console.guard()  # a closed, full or broken stdout/stderr never fails the run
     if not argv or argv[0] in ("-h", "--help"):

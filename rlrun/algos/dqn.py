@@ -40,7 +40,6 @@ LOSSES = {"huber": "smooth_l1_loss", "mse": "mse_loss"}
 
 def scalar_loss(name: str) -> Callable[..., torch.Tensor]:
     """The per-sample scalar loss `name` (huber or mse) as torch's function."""
-    # torch only when a learner is built: the registry is read by --help, which stays torch-free
     from torch.nn import functional
 
     return getattr(functional, LOSSES[name])
@@ -85,7 +84,6 @@ class TDLoss:
         iqn_target_taus: int = 8,
         noise_generator: Generators = None,
     ):
-        # torch only when a learner is built: the registry is read by --help, which stays torch-free
         from rlrun.nets.heads import ScalarHead
 
         # QNetwork and the stacked networks declare their head; any other module maps obs to scalar Q-values.
@@ -109,7 +107,6 @@ class TDLoss:
     def sample_taus(self, batch_shape: torch.Size, n: int) -> torch.Tensor:
         """IQN: (..., B, n) fractions ~ U(0, 1), each agent's from its own generator (as its single run draws
         them, so a stacked agent equals its single-seed run)."""
-        # torch only when a learner is built: the registry is read by --help, which stays torch-free
         import torch
 
         generators = self.noise_generator
@@ -128,7 +125,6 @@ def dqn_learner(
     """A DQN learner from plain values: a target net copied from `online`, the TD loss module (`settings`
     named in TD_KEYS: TDLoss's keywords, defaults AlgoConfig's), and the shared update step (the other
     `settings`: rlrun.algos.update.UpdateStep's keywords)."""
-    # torch only when a learner is built: the registry is read by --help, which stays torch-free
     from rlrun.algos.update import UpdateStep
 
     target = copy.deepcopy(online).requires_grad_(False)

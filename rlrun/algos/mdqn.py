@@ -63,7 +63,7 @@ def munchausen_target(
 ) -> torch.Tensor:
     """The Munchausen target of a batch from the target net's Q-values: `q` = Q_target(s, .) and `next_q` =
     Q_target(s', .), (..., B, A); `actions`, `rewards`, `discounts`: (..., B). Any leading (agent) axes."""
-    # torch only when a learner is built: the registry is read by --help, which stays torch-free
+    # torch (here and below) only when a learner is built: the registry is read by --help, which stays torch-free
     import torch
 
     with torch.no_grad():
@@ -88,7 +88,6 @@ class MunchausenLoss:
         temperature: float = 0.03,
         l0: float = -1.0,
     ):
-        # torch only when a learner is built: the registry is read by --help, which stays torch-free
         from rlrun.nets.heads import ScalarHead
 
         head = getattr(online, "q_head", ScalarHead())
@@ -98,7 +97,6 @@ class MunchausenLoss:
         self.munchausen_alpha, self.temperature, self.l0 = munchausen_alpha, temperature, l0
 
     def td_target(self, batch: Batch) -> torch.Tensor:
-        # torch only when a learner is built: the registry is read by --help, which stays torch-free
         import torch
 
         with torch.no_grad():
@@ -133,7 +131,6 @@ def mdqn_learner(
 ) -> UpdateStep:
     """An M-DQN learner from plain values: a target net copied from `online`, the Munchausen loss module, and
     the shared update step (`update`: rlrun.algos.update.UpdateStep's keywords)."""
-    # torch only when a learner is built: the registry is read by --help, which stays torch-free
     from rlrun.algos.update import UpdateStep
 
     target = copy.deepcopy(online).requires_grad_(False)

@@ -67,7 +67,7 @@ def lambda_returns(
     at the rollout's last step and where an episode ends, the return cannot continue:
         G_t = r_t + gamma * next_values[t]  (truncated, or the rollout ends),   G_t = r_t  (terminated).
     """
-    # torch only when a learner is built: the registry is read by --help, which stays torch-free
+    # torch (here and below) only when a learner is built: the registry is read by --help, which stays torch-free
     import torch
 
     returns = torch.empty_like(rewards)
@@ -123,7 +123,6 @@ class QLambdaBatches:
 
     def rollout_returns(self, data: dict[str, torch.Tensor]) -> torch.Tensor:
         """(T, K * N) lambda-returns of a rollout (rlrun.replay.rollout.Rollout.tensors) under the current network."""
-        # torch only when a learner is built: the registry is read by --help, which stays torch-free
         import torch
 
         t_steps, rows = data["rewards"].shape
@@ -140,7 +139,6 @@ class QLambdaBatches:
 
     def __call__(self, rollout: Rollout) -> Iterator[Batch]:
         """The minibatches of one update phase: returns computed once, then `update_epochs` passes."""
-        # torch only when a learner is built: the registry is read by --help, which stays torch-free
         import torch
 
         from rlrun.replay import Batch
@@ -193,7 +191,6 @@ def pqn_learner(
     """A PQN learner from plain values (defaults: PQNAlgoConfig's; `update`: rlrun.algos.update.UpdateStep's
     keywords): the shared update step with PQN's loss, fed by `learner.batches(rollout)`. `generators`: one
     per agent, for shuffling."""
-    # torch only when a learner is built: the registry is read by --help, which stays torch-free
     from rlrun.algos.update import UpdateStep
 
     learner = UpdateStep(online, optimizer, PQNLoss(online, loss), **update)

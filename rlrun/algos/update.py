@@ -197,9 +197,8 @@ class UpdateStep:
         else:
             loss.backward()
         if self.agents is not None:
-            skip_unclipped = self._cpu and not self.graph_mode
             return clip_grad_norm_per_agent(
-                self._online_params, self.max_grad_norm, skip_unclipped=skip_unclipped
+                self._online_params, self.max_grad_norm, skip_unclipped=self._cpu and not self.graph_mode
             ), None
         host_total = None
         grads = [p.grad for p in self._online_params if p.grad is not None]

@@ -115,10 +115,9 @@ def write(
     from rlrun.report import plot_curves  # the report extra
 
     root.mkdir(parents=True, exist_ok=True)
-    written = []
     csv_path = root / "compare.csv"
     rundir.write_text(csv_path, per_seed(both, metric).to_csv(index=False))
-    written.append(csv_path)
+    written = [csv_path]
     figure = None
     if not curves.empty:
         env = str(curves["env"].iloc[0])

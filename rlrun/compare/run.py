@@ -180,10 +180,9 @@ def run_rounds(job: Job) -> None:
         both, tables = seen, seen_tables  # the last look's, for the files
         verdict = decide.verdict(lk, plan.metric, job.threshold, lk.round, None)
         print(f"rlrun.compare: round {lk.round}: {verdict}", file=sys.stderr, flush=True)
-    rounds = plan.rounds()
     commands = [job.command_line, "", "# each round, as the comparison ran it:"] + [
         shlex.join(["python", *plan.train_command(root, arm, first, n)])
-        for first, n in rounds[: len(looks)]
+        for first, n in plan.rounds()[: len(looks)]
         for arm in ARMS
     ]
     names = {arm: " ".join(plan.arm(arm)) or "(the defaults)" for arm in ARMS}

@@ -58,7 +58,6 @@ def grouped_argv(argv: list[str]) -> list[str]:
 def normalized_argv(argv: list[str]) -> list[str]:
     """A command line with its integral float literals of integer keys as integers (`total_steps=1e5`),
     for Hydra's app, which reads the command line itself; its flags before its overrides (`grouped_argv`)."""
-
     argv = grouped_argv(argv)
     if not any(may_be_integral(a) for a in argv):  # nothing to read (and argparse's --version would print)
         return argv

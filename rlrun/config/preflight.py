@@ -128,7 +128,6 @@ class CompositionError(ConfigError):
 def job_overrides(overrides: list[str], sweeper: str) -> list[list[str]]:
     """Each job's overrides, as Hydra's basic sweeper will launch them. Other sweepers (Optuna) choose
     their jobs as they go: their base config is checked, and a bad trial fails alone."""
-
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception as e:
@@ -173,10 +172,8 @@ def training_device(kind: str, pixels: bool) -> torch.device:
 
 def observation_space(task: DictConfig) -> gym.spaces.Box:
     """The observation space of the env as the run makes it, once its spaces and pixels are checked."""
-    # the env factory only for the memory check of a job that will run
+    # the env factory and the builders only for the memory check of a job that will run
     from rlrun.envs.vector import check_spaces, env_spec
-
-    # the builders only for the memory check of a job that will run
     from rlrun.training.build import make_eval_envs
 
     e = task.env

@@ -200,7 +200,6 @@ def playing_config(cfg: DictConfig, video: bool = False) -> DictConfig:
 
 def without_logging(cfg: DictConfig) -> DictConfig:
     """A copy of `cfg`, validated, that logs to no backend: none has to be installed to play a trained agent."""
-
     cfg = cfg.copy()
     cfg.logger = OmegaConf.structured(LoggerConfig)
     validate(cfg)
@@ -210,7 +209,6 @@ def without_logging(cfg: DictConfig) -> DictConfig:
 def rendering(cfg: DictConfig) -> DictConfig:
     """`cfg` with an env id that renders frames (rgb_array): the same env registered again under
     `rlrun_video/<id>` with render_mode set, so the evaluation envs are made as always (build.make_eval_envs)."""
-
     spec = env_spec(cfg.env.id)
     video_id = f"rlrun_video/{spec.id.replace('/', '-')}"
     if video_id not in gym.registry:

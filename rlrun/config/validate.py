@@ -23,7 +23,6 @@ def check_schema(cfg: object) -> None:
     """Every key of `cfg` belongs to rlrun's schema, and every `_target_` names one of rlrun's own classes
     (`rlrun.config.schemas.TARGET_SCHEMAS`). This is what makes it safe to instantiate a config read from a run
     directory or a checkpoint: nothing in it can choose other code."""
-
     tree = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
     if not isinstance(tree, Mapping):
         raise ConfigError("config", type(tree).__name__, "a mapping of config groups")
@@ -37,7 +36,6 @@ def check_schema(cfg: object) -> None:
 
 
 def _walk(node: Mapping, schema: type, prefix: str) -> None:
-
     fields = {f.name for f in dataclasses.fields(schema)}
     hints = typing.get_type_hints(schema)
     for key, value in node.items():
@@ -124,11 +122,10 @@ def _network(cfg: DictConfig) -> None:
     one_of(cfg, "network.activation", sorted(ACTIVATIONS))
     one_of(cfg, "network.init", sorted(INITS))
     positive(cfg, "network.num_atoms")
-    n = cfg.network
     in_range(cfg, "network.num_quantiles", 0, math.inf, hi_open=True)
     in_range(cfg, "network.tau_embedding_dim", 0, math.inf, hi_open=True)
     algorithm(cfg.algo).check(cfg)  # the algorithm's own rules (rlrun.algos)
-    if n.noisy:
+    if cfg.network.noisy:
         positive(cfg, "network.noisy_sigma0")
 
 
@@ -296,7 +293,6 @@ LOGGER_EXTRAS = ("mlflow", "wandb")
 
 def _validate_logger(cfg: DictConfig) -> None:
     """A chosen backend's package is installed; W&B's mode is one it knows."""
-
     logger = cfg.get("logger") or {}
     for name in LOGGER_EXTRAS:
         if logger.get(name) is not None and importlib.util.find_spec(name) is None:

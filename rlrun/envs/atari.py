@@ -193,7 +193,7 @@ def ale_vector_env(
     sticky: dict[str, float],
 ) -> tuple[gym.vector.VectorEnv, list[str]]:
     """ale-py's own vector env (backend=vector) and its action names."""
-    # the atari extra: only for ALE games
+    # the atari extra (here and below): only for ALE games
     from ale_py.vector_env import AtariVectorEnv
 
     ale = ale_settings(env_id)
@@ -227,11 +227,8 @@ def gymnasium_vector_env(
     sticky: dict[str, float],
 ) -> tuple[gym.vector.VectorEnv, list[str]]:
     """gymnasium's vector env of AtariPreprocessing-wrapped games (backend=gymnasium) and its action names."""
-    # the atari extra: only for ALE games
     import ale_py
-
-    # Atari's preprocessing: only for ALE games
-    from gymnasium.wrappers import AtariPreprocessing
+    from gymnasium.wrappers import AtariPreprocessing  # Atari's preprocessing: only for ALE games
 
     gym.register_envs(ale_py)
     wrappers: list = [

@@ -164,28 +164,25 @@ class RunLogger:
         self.window.append(ret)
         self.history.append((step, ret))
         self._episodes.writerow([step, self.episode, ret, length])
-        mean = float(np.mean(self.window))  # the window holds this episode: never empty here
         self._scalar("charts/episodic_return", ret, step)
         self._scalar("charts/episodic_length", length, step)
-        if len(self.window) == self.window.maxlen:
-            self.best_mean = mean if self.best_mean is None else max(self.best_mean, mean)
-        if (
-            self.solved is None
-            and self.reward_threshold is not None
-            and len(self.window) == self.window.maxlen
-            and mean >= self.reward_threshold
-        ):
-            self.solved = {"step": step, "episode": self.episode}
-            message = (
-                f"{self.label}solved at step {step}, episode {self.episode} "
-                f"(100-episode mean {mean:.1f} >= {self.reward_threshold})"
-            )
-            for sink in self.sinks:
-                sink.text("solved", message, step)
-            self._scalar("hparams/solved_step", step, step)
-            log.info(message)
-            return True
-        return False
+        if len(self.window) != self.window.maxlen:
+            return False
+        mean = float(np.mean(self.window))
+        self.best_mean = mean if self.best_mean is None else max(self.best_mean, mean)
+        # `not >=`: a NaN mean never solves
+        if self.solved is not None or self.reward_threshold is None or not mean >= self.reward_threshold:
+            return False
+        self.solved = {"step": step, "episode": self.episode}
+        message = (
+            f"{self.label}solved at step {step}, episode {self.episode} "
+            f"(100-episode mean {mean:.1f} >= {self.reward_threshold})"
+        )
+        for sink in self.sinks:
+            sink.text("solved", message, step)
+        self._scalar("hparams/solved_step", step, step)
+        log.info(message)
+        return True
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
         for tag, value in values.items():
@@ -245,11 +242,10 @@ class RunLogger:
     def plot(self, title: str) -> Path | None:
         if not self.history:
             return None
-        # matplotlib takes ~0.5 s to import: only when a figure is drawn
+        # matplotlib takes ~0.5 s to import (here and below): only when a figure is drawn
         import matplotlib
 
         matplotlib.use("Agg")
-        # matplotlib takes ~0.5 s to import: only when a figure is drawn
         import matplotlib.pyplot as plt
 
         steps, rets = map(np.asarray, zip(*self.history))

@@ -209,7 +209,6 @@ class QNetwork(nn.Module):
         iqn_acting_taus: int = 32,
     ):
         super().__init__()
-        hidden_sizes = list(hidden_sizes)
         self.n_actions, self.num_atoms, self.dueling, self.noisy = n_actions, num_atoms, dueling, noisy
         self.num_quantiles, self.tau_embedding_dim = num_quantiles, tau_embedding_dim
         self.iqn_acting_taus = iqn_acting_taus

@@ -45,7 +45,7 @@ def trimmed_mean(a: np.ndarray, axis: int | None = None, cut: float = 0.25) -> n
 
 def iqm_ci(scores: np.ndarray, reps: int = BOOTSTRAP_REPS, seed: int = 0) -> tuple[float, float, float]:
     """IQM of `scores` (one per run) and its 95% stratified bootstrap CI; NaNs for no scores."""
-    # the report extra: imported only when a report is drawn
+    # the report extra: imported (here and below) only when a report is drawn
     from rliable import library as rly
 
     scores = np.asarray(scores, dtype=float)
@@ -71,7 +71,6 @@ def improvement_probability(
 ) -> tuple[float, float, float]:
     """P(X > Y): the chance that a run of X scores above a run of Y (ties count half), with its 95%
     stratified bootstrap CI."""
-    # the report extra: imported only when a report is drawn
     from rliable import library as rly
 
     with bootstrap_seed(seed):

@@ -27,11 +27,10 @@ CURVE_BOOTSTRAP_REPS = 500  # resamples behind a learning-curve band
 
 
 def _pyplot() -> ModuleType:
-    # matplotlib takes ~0.5 s to import: only when a figure is drawn
+    # matplotlib takes ~0.5 s to import (here and below): only when a figure is drawn
     import matplotlib
 
     matplotlib.use("Agg")
-    # matplotlib takes ~0.5 s to import: only when a figure is drawn
     import matplotlib.pyplot as plt
 
     return plt
@@ -40,7 +39,7 @@ def _pyplot() -> ModuleType:
 def _colors(configurations: Iterable[str]) -> dict[str, Color]:
     """One colour per configuration, the same in every figure: rliable's colour-blind palette up to 10,
     evenly spaced hues beyond (so no two share a colour)."""
-    # the report extra: imported only when a report is drawn
+    # the report extra: imported (here and below) only when a report is drawn
     import seaborn as sns
 
     names = sorted(set(configurations))
@@ -55,13 +54,12 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _readable_axes(ax: Axes, x_format: str = "{:,.0f}") -> None:
     """Tick labels as plain numbers (10,000 rather than 1e4 with an offset)."""
-    # matplotlib takes ~0.5 s to import: only when a figure is drawn
     from matplotlib.ticker import FuncFormatter
 
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: x_format.format(x)))
@@ -70,7 +68,6 @@ def _readable_axes(ax: Axes, x_format: str = "{:,.0f}") -> None:
 
 def _legend_below(fig: Figure, entries: dict[str, Color | Artist]) -> None:
     """One legend for the whole figure, under its axes (never over a curve): label -> colour or artist."""
-    # matplotlib takes ~0.5 s to import: only when a figure is drawn
     from matplotlib.lines import Line2D
 
     handles = [e if not isinstance(e, tuple) else Line2D([], [], color=e, linewidth=2) for e in entries.values()]
@@ -111,7 +108,6 @@ def evaluation_points(g: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def _iqm_curve(ax: Axes, steps: np.ndarray, per_seed: np.ndarray, color: Color, markers: bool = False) -> int:
     """The IQM over seeds (rows of `per_seed`) at each step with its 95% band; a single step as a marker with
     its interval as an error bar (a line through one point draws nothing). Returns the number of seeds."""
-    # the report extra: imported only when a report is drawn
     from rliable import library as rly
 
     with bootstrap_seed(0):  # rliable's aggregate_iqm is scipy's 25% trimmed mean; here per step
@@ -175,10 +171,9 @@ def plot_curves(
         ax.set_ylabel("episode return")
         ax.grid(alpha=0.3)
         _readable_axes(ax)
-    entries: dict[str, Color | Artist] = {f"{c} ({_plural(n, 'seed')})": colors[c] for c, n in sorted(seeds.items())}
+    entries: dict[str, Color | Artist] = {f"{c} ({plural(n, 'seed')})": colors[c] for c, n in sorted(seeds.items())}
     shown = sorted({t for e, t in (thresholds or {}).items() if e in envs and t is not None and np.isfinite(t)})
     if shown:
-        # matplotlib takes ~0.5 s to import: only when a figure is drawn
         from matplotlib.lines import Line2D
 
         label = f"solve threshold {shown[0]:g}" if len(shown) == 1 else "solve threshold (the env's)"
@@ -197,7 +192,6 @@ def score_distribution(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
 def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2):
     """rliable's performance profile per env: for every return tau, the fraction of a configuration's runs
     scoring above it, with a 95% stratified bootstrap band."""
-    # the report extra: imported only when a report is drawn
     from rliable import library as rly, plot_utils
 
     column = score_column(runs)
@@ -214,7 +208,7 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
     for ax, env in zip(axes, envs):
         d = done[done["env"] == env]
         groups = dict(list(d.groupby("configuration", sort=True)))
-        names = {config: f"{config} ({_plural(len(g), 'seed')})" for config, g in groups.items()}
+        names = {config: f"{config} ({plural(len(g), 'seed')})" for config, g in groups.items()}
         scores = {names[config]: g[column].to_numpy()[:, None] for config, g in groups.items()}
         threshold = d["reward_threshold"].dropna()
         lo, hi = d[column].min(), max(d[column].max(), threshold.max() if len(threshold) else -np.inf)
@@ -236,7 +230,6 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
         )
         entries.update({names[config]: colors[config] for config in groups})
         if len(threshold):
-            # matplotlib takes ~0.5 s to import: only when a figure is drawn
             from matplotlib.lines import Line2D
 
             ax.axvline(threshold.iloc[0], color="grey", linestyle="--", linewidth=1)
@@ -280,7 +273,6 @@ def plot_sensitivity(points: pd.DataFrame, path: Path):
                 colors[others]
             )
         if log_axis(d["value"]):
-            # matplotlib takes ~0.5 s to import: only when a figure is drawn
             from matplotlib.ticker import NullFormatter
 
             ax.set_xscale("log")

@@ -193,7 +193,7 @@ def _search_axis(ax: Axes, d: pd.DataFrame) -> np.ndarray:
         ax.set_xlim(-0.5, len(options) - 0.5)
         return np.asarray(positions, dtype=float)
     if first["log"]:
-        # matplotlib takes ~0.5 s to import: only when a figure is drawn
+        # matplotlib takes ~0.5 s to import (here and below): only when a figure is drawn
         from matplotlib.ticker import FuncFormatter, LogLocator
 
         ax.set_xscale("log")  # ticks at 1, 2 and 5 of each decade, all labelled: a range may span less than one
@@ -243,7 +243,6 @@ def plot_search(trials: pd.DataFrame, path: Path):
         ax.set_xlabel(key)
         ax.set_ylabel(f"objective: {objective}")
         ax.grid(alpha=0.3, which="both")
-    # matplotlib takes ~0.5 s to import: only when a figure is drawn
     from matplotlib.lines import Line2D
 
     n = done["trial"].nunique()

@@ -24,7 +24,7 @@ from rlrun.report.aggregate import (
     summarize,
 )
 from rlrun.report.destination import refuse_link
-from rlrun.report.plots import plot_curves, plot_profile, plot_sensitivity
+from rlrun.report.plots import plot_curves, plot_profile, plot_sensitivity, plural
 from rlrun.report.search import search_section
 from rlrun.storage import bounded, rundir
 from rlrun.sweeps.continuation import MULTIRUN, continue_command, is_sweep, planned_jobs
@@ -43,10 +43,6 @@ from rlrun.sweeps.jobtable import (
 MIN_SEEDS = 5  # below this the report warns that its confidence intervals are unreliable
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def counted(runs: pd.DataFrame, not_started: int = 0) -> str:
     """'N jobs' (`not_started`: jobs a sweep planned that have no directory yet, counted in); where batched
     runs (`seeds=K`, `agents=[...]`) count as their agents (a row is a seed, not a process), 'N runs, the
@@ -55,9 +51,9 @@ def counted(runs: pd.DataFrame, not_started: int = 0) -> str:
     batched = {p for p in set(parents) if holds_agents(p)}  # each parent's config read once
     agents = sum(p in batched for p in parents)
     if not agents:
-        return _plural(len(runs) + not_started, "job")
+        return plural(len(runs) + not_started, "job")
     which = "the" if agents == len(runs) else f"{agents} of them the"
-    return f"{_plural(len(runs), 'run')}, {which} agents of {_plural(len(batched), 'job')}"
+    return f"{plural(len(runs), 'run')}, {which} agents of {plural(len(batched), 'job')}"
 
 
 def sweep_plans(roots: list[Path]) -> dict[Path, list[Path]]:
@@ -266,8 +262,8 @@ def _headline(
         + (f", {unfinished} unfinished" if unfinished else "")
         + (f", {waiting} not started" if waiting else "")
         + (f", {damaged} damaged and skipped" if damaged else "")
-        + (f"; {_plural(len(found) - len(runs), 'repeat')} of a seed left out" if merged else "")
-        + f"), {_plural(len(table), 'configuration')}"
+        + (f"; {plural(len(found) - len(runs), 'repeat')} of a seed left out" if merged else "")
+        + f"), {plural(len(table), 'configuration')}"
         + (f"; {envs}." if envs else "."),
         "",
     ]
@@ -278,14 +274,14 @@ def _notes(runs: pd.DataFrame, table: pd.DataFrame) -> list[str]:
     lines = []
     if merged := runs.attrs["merged"]:
         lines += [
-            f"**Note:** {_plural(len(merged), 'seed')} of a configuration ran more than once; each counts once, "
+            f"**Note:** {plural(len(merged), 'seed')} of a configuration ran more than once; each counts once, "
             "by its latest finished job (see Repeated seeds).",
             "",
         ]
     few = table[table.seeds < MIN_SEEDS] if not table.empty else table
     if not few.empty:
         lines += [
-            f"**Warning:** {_plural(len(few), 'configuration')} with fewer than {MIN_SEEDS} seeds "
+            f"**Warning:** {plural(len(few), 'configuration')} with fewer than {MIN_SEEDS} seeds "
             f"({', '.join(str(n) for n in sorted(set(few.seeds)))}): confidence intervals from so few runs are "
             f"wide and unreliable. Run at least {MIN_SEEDS} seeds per configuration ({more_seeds(runs, few)}).",
             "",
@@ -305,7 +301,7 @@ def _aggregates(runs: pd.DataFrame, table: pd.DataFrame, out: Path, reps: int) -
     ]
     if shared := batched_jobs(runs):
         lines[-1] += (
-            f" Wall time: {_plural(shared, 'run')} trained as agents of batched processes; each is "
+            f" Wall time: {plural(shared, 'run')} trained as agents of batched processes; each is "
             "given its process's training time divided by the agents the process trained (shared, not its own)."
         )
     lines += sensitivity_section(runs, out, reps)

@@ -99,8 +99,7 @@ def load_file(path: Path, map_location: str | torch.device = "cpu") -> dict[str,
     missing = [k for k in REQUIRED if not isinstance(state, dict) or k not in state]
     if missing:
         raise CheckpointError(f"{path}: not an rlrun checkpoint (no {', '.join(missing)})")
-    wrong = misshapen(state)
-    if wrong:
+    if wrong := misshapen(state):
         raise CheckpointError(f"{path}: not an rlrun checkpoint ({wrong})")
     return state
 
@@ -113,8 +112,7 @@ def misshapen(state: dict[str, Any]) -> str | None:
     learner = state["learner"]
     if not isinstance(learner, dict):
         return f"its learner is a {type(learner).__name__}, not a mapping"
-    online = learner.get("online")
-    if not is_weights(online):
+    if not is_weights(learner.get("online")):
         return "its learner.online is not a network's weights, a mapping of names to tensors"
     return None
 
@@ -231,18 +229,14 @@ def env_state(envs: gym.vector.VectorEnv) -> dict[str, Any]:
 def restore_env_state(envs: gym.vector.VectorEnv, state: dict[str, Any]) -> None:
     """Put `env_state`'s values back; `CheckpointError` when they do not fit these envs (another env or
     vectorization than the checkpoint's: a crafted or edited config)."""
+    vector_chain = _chain(envs)
     try:
-        _restore_env_state(envs, state)
+        for w, s in zip(vector_chain, state["vector"]):
+            _apply(w, s)
+        for sub, chain_state in zip(getattr(vector_chain[-1], "envs", []), state["subenvs"]):
+            for w, s in zip(_chain(sub), chain_state):
+                _apply(w, s)
     except (AttributeError, KeyError, TypeError, ValueError, IndexError) as e:
         raise CheckpointError(
             f"the checkpoint's env state does not fit these envs ({type(e).__name__}: {str(e)[:200]})"
         ) from None
-
-
-def _restore_env_state(envs: gym.vector.VectorEnv, state: dict[str, Any]) -> None:
-    vector_chain = _chain(envs)
-    for w, s in zip(vector_chain, state["vector"]):
-        _apply(w, s)
-    for e, chain_state in zip(getattr(vector_chain[-1], "envs", []), state["subenvs"]):
-        for w, s in zip(_chain(e), chain_state):
-            _apply(w, s)

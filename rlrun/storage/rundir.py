@@ -50,7 +50,6 @@ def holds_run(path: Path) -> bool:
 
 
 def shell_quote(path: Path) -> str:
-
     return shlex.quote(str(path))
 
 

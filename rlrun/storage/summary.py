@@ -138,7 +138,6 @@ def robust_score(summary: Mapping[str, Any]) -> float | None:
     one, are still at it), plus a tie-break worth less than one agent: (1 - q80 / budget) / (K + 1), q80
     being the 80th percentile of the agents' steps to the threshold (an agent that never reached it counts
     the whole budget). In [0, 1 + 1/(K+1)); None without a threshold."""
-
     agents = list(summary.get("agents", {}).values()) or [summary]
     budget = summary.get("env_steps_per_agent") or summary.get("env_steps")
     threshold = agents[0].get("reward_threshold")

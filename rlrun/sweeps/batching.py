@@ -166,7 +166,7 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
     """Train these jobs (plain config dicts, one directory each) in one process. Returns each job's
     objective (rlrun.storage.summary.objective: None for a failed job, 0.0 under `robust`), or PREEMPTED for
     all. A chunk run before (a rerun of its sweep) is skipped when it finished and continued when its process died."""
-    # the batched launcher is found by Hydra on every start: the training stack only when a group runs
+    # Hydra finds the batched launcher on every start: the training stack (here and below) only when a group runs
     from rlrun import run
     from rlrun.training import jobs
     from rlrun.training.loop import Preempted
@@ -181,7 +181,6 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
                 return [objective(d, c.objective) for d, c in zip(dirs, configs)]
             state = continue_earlier_attempt(where, dirs)
             if state is not None:
-                # the batched launcher is found by Hydra on every start: the training stack only when a group runs
                 from rlrun.config import saved
 
                 run.train(saved.from_disk(state["config"], None), where, state)
@@ -232,7 +231,6 @@ def finished(job_dirs: list[Path], sweep_dir: Path | None = None) -> bool:
 def record_lost(job_dirs: list[str], reason: str, sweep_dir: Path) -> None:
     """A chunk whose process died (killed, its node lost): each of its jobs without a summary of its own is
     marked failed with the reason; a rerun of the sweep with hydra.launcher.resume=true continues them."""
-    # the batched launcher is found by Hydra on every start: the training stack only when a group runs
     from rlrun.training import jobs
 
     why = " ".join(reason.split())[:500]
@@ -251,7 +249,6 @@ def continue_earlier_attempt(where: Path, dirs: list[Path]) -> dict[str, Any] | 
     """What an earlier attempt of this chunk left (the sweep's directory was new, so anything there is its):
     its newest checkpoint to continue from, or None, with the directories emptied as a new run finds them
     (each job's `.hydra/`, written by the launcher, kept)."""
-    # the batched launcher is found by Hydra on every start: the training stack only when a group runs
     from rlrun.storage import checkpoint
 
     for d in dirs:

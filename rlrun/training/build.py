@@ -76,7 +76,6 @@ def options(node: DictConfig, *drop: str) -> dict[str, Any]:
 def make_envs(cfg: DictConfig, agents: int):
     """The training vector env (K x env.num_envs sub-envs) and the evaluation one (or None)."""
     e = cfg.env
-    atari = plain(e.atari)
     try:
         envs = make_vector_env(
             e.id,
@@ -90,7 +89,7 @@ def make_envs(cfg: DictConfig, agents: int):
             clip_reward=e.clip_reward,
             action_bins=e.action_bins,
             frame_stack=e.frame_stack,
-            atari=atari,
+            atari=plain(e.atari),
         )
     except (TypeError, ValueError) as err:
         if e.action_bins is None:
@@ -270,7 +269,6 @@ def population(cfg: DictConfig, out_dir: Path, reward_threshold: float | None, r
     exp_name = experiment_name(cfg.exp_name, algorithm(cfg.algo).name)
     if len(seeds) == 1:
         run = SinkRun(out_dir, out_dir, name, exp_name, resume_step)
-        sinks = make_sinks(backends, run)
         logger = RunLogger(
             out_dir,
             config_record(cfg),
@@ -278,7 +276,7 @@ def population(cfg: DictConfig, out_dir: Path, reward_threshold: float | None, r
             reward_threshold,
             cfg.log.progress_bar,
             resume_step=resume_step,
-            sinks=sinks,
+            sinks=make_sinks(backends, run),
         )
         return Population(out_dir, seeds, cfg.env.num_envs, [logger], labels=labels)
     # Checked and owned before anything is written: inside the run, never through a link, never another run's.

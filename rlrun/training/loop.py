@@ -271,13 +271,10 @@ class Trainer:
         )
         if returns is None:
             return False
+        means = returns.mean(axis=1).tolist()
         if self.pbt is not None:
-            self.pbt.eval_fitness = returns.mean(axis=1).tolist()
-        self.population.log(
-            step,
-            {},
-            {"eval/mean_return": returns.mean(axis=1).tolist(), "eval/std_return": returns.std(axis=1).tolist()},
-        )
+            self.pbt.eval_fitness = list(means)
+        self.population.log(step, {}, {"eval/mean_return": means, "eval/std_return": returns.std(axis=1).tolist()})
         return True
 
     def finish_pending(self, step: int) -> None:
@@ -408,7 +405,7 @@ class Trainer:
             self._last_log = (now, step)
             self.log_step(step, sps)
         elif population.lines is not None and population.lines.due():  # a long log.interval: the lines still come
-            population.progress_between_logs(step)
+            population.progress_line(step)
         if pbt is not None and crossed(step, pbt.interval, num_envs) and step < total_steps:
             if self.pending:  # ranks by the evaluation still owed
                 self.pending.append("pbt")

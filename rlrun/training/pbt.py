@@ -258,18 +258,16 @@ class PBT:
             "inherited": list(self.inherited),
         }
 
+    # --- a checkpoint's state, checked before it is loaded ---------------------------------------------------
     def check_state(self, state: object) -> None:
-        """A checkpoint's PBT state checked as the rest of a checkpoint is, before anything is loaded: a
-        CheckpointError naming what does not fit this run (a crafted or damaged file would otherwise end in a
-        traceback, at the end of training, or train with values the key's own rule refuses)."""
+        """A CheckpointError naming what in a checkpoint's PBT state does not fit this run: each field of the
+        right shape for it (its explored keys, agents and their labels), each explored value one its key's own
+        rule allows. A crafted or damaged state would otherwise end in a traceback, fail only at the end of
+        training, or train with a value the key refuses (an lr of -1: gradient ascent)."""
         problem = self.problem(state)
         if problem is not None:
             raise CheckpointError(f"the checkpoint's PBT state does not fit this run: {problem}")
 
-    # --- a checkpoint's state, checked before it is loaded ---------------------------------------------------
-    # Each field of the right shape for this run (its explored keys, agents and their labels), each explored
-    # value one its key's own rule allows. A crafted or damaged state would otherwise end in a traceback, fail
-    # only at the end of training, or train with a value the key refuses (an lr of -1: gradient ascent).
     def problem(self, state: object) -> str | None:
         """What in a checkpoint's PBT state does not fit this run, or None."""
         if not isinstance(state, dict):

@@ -138,9 +138,9 @@ class Population:
     def dir(self, k: int) -> Path:
         return self.out_dir if self.agents == 1 else self.dirs[k]
 
-    def env_seeds(self, offset: int = 0) -> list[int]:
-        """Seeds of all sub-envs: agent k's i-th env gets seed_k + offset + i."""
-        return [s + offset + i for s in self.seeds for i in range(self.num_envs)]
+    def env_seeds(self) -> list[int]:
+        """Seeds of all sub-envs: agent k's i-th env gets seed_k + i."""
+        return [s + i for s in self.seeds for i in range(self.num_envs)]
 
     def store(self, buffer: Replay, transitions: tuple, env_index: np.ndarray) -> None:
         """Add the transitions that vector envs `env_index` completed to their agents' replay."""
@@ -177,15 +177,13 @@ class Population:
 
     def progress(self, step: int, sps: float) -> None:
         """At every log: each agent's speed and flushed episodes.csv, agent 0's bar, a progress line when due."""
-        live = [lg for k, lg in enumerate(self.loggers) if k not in self.failed]
-        for lg in live:
-            lg.progress(step, sps)
-        line = self.lines.line(step, live) if self.lines is not None and live else None
-        if line is not None:
-            log.info(line)
+        for k, lg in enumerate(self.loggers):
+            if k not in self.failed:
+                lg.progress(step, sps)
+        self.progress_line(step)
 
-    def progress_between_logs(self, step: int) -> None:
-        """A progress line that its interval makes due before the next log (`ProgressLines.due`)."""
+    def progress_line(self, step: int) -> None:
+        """A progress line where one is due (`ProgressLines.line`): at a log, or between logs (`ProgressLines.due`)."""
         live = [lg for k, lg in enumerate(self.loggers) if k not in self.failed]
         line = self.lines.line(step, live) if self.lines is not None and live else None
         if line is not None:

@@ -135,7 +135,7 @@ class MLflowSink:
     def _connect(self, run: SinkRun, shared: bool, artifacts: str | None, experiment: str | None) -> None:
         """The client, its store (made if new), the experiment and the MLflow run: seconds of MLflow's imports
         and, for a new SQLite store, its migrations, on the worker."""
-        # the mlflow extra: imported only when logger=mlflow
+        # the mlflow extra: imported (here and below) only when logger=mlflow
         from mlflow import MlflowClient
 
         for name in ("mlflow", "alembic"):  # "Creating initial MLflow database tables..." is not for users
@@ -157,7 +157,6 @@ class MLflowSink:
     def _resumed_run(self, state: Path) -> str | None:
         """The MLflow run a resumed run continues: the one in `mlflow_run.json`, if this store holds it (a
         resume may log to another store than the run did: then it starts a new MLflow run there)."""
-        # the mlflow extra: imported only when logger=mlflow
         from mlflow.exceptions import MlflowException
 
         try:
@@ -168,7 +167,6 @@ class MLflowSink:
         return str(run_id)
 
     def _experiment(self, name: str, artifact_location: str | None) -> str:
-        # the mlflow extra: imported only when logger=mlflow
         from mlflow.exceptions import MlflowException
 
         found = self.client.get_experiment_by_name(name)
@@ -184,7 +182,6 @@ class MLflowSink:
 
     def start(self, params: dict[str, Any], config_yaml: str) -> None:
         def send() -> None:
-            # the mlflow extra: imported only when logger=mlflow
             from mlflow.entities import Param
 
             items = [Param(k, str(v)[:PARAM_VALUE_MAX]) for k, v in params.items()]
@@ -210,7 +207,6 @@ class MLflowSink:
         metrics, self._metrics, self._sent = self._metrics, [], time.monotonic()
 
         def send() -> None:
-            # the mlflow extra: imported only when logger=mlflow
             from mlflow.entities import Metric
 
             batch = [Metric(*m) for m in metrics]

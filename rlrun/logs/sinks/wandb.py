@@ -43,7 +43,7 @@ def use_cache_dir(path: str) -> None:
 
 
 def release_cache_dir() -> None:
-    # the wandb extra: imported only when logger=wandb
+    # the wandb extra: imported (here and below) only when logger=wandb
     import wandb
 
     _Service.open -= 1
@@ -83,7 +83,6 @@ def resolve_mode(mode: str | None) -> str:
 
 class WandbSink:
     def __init__(self, run: SinkRun, mode: str | None = None, project: str = "rlrun", entity: str | None = None):
-        # the wandb extra: imported only when logger=wandb
         import wandb
 
         use_cache_dir(str((run.root / "wandb" / "cache").resolve()))
