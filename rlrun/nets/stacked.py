@@ -198,10 +198,9 @@ class VmapQNetwork(nn.Module):
 
     def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
         """(K, B, *obs_shape) -> (K, B, A, outputs_per_action)."""
-        template = self._template
 
         def one(state, x):
-            return torch.func.functional_call(template, state, (x,))
+            return torch.func.functional_call(self._template, state, (x,))
 
         return torch.func.vmap(one)(self._state(), obs)
 
@@ -210,10 +209,9 @@ class VmapQNetwork(nn.Module):
         if self.tau_embedding_dim == 0:
             return self.dist_logits(obs)
         assert taus is not None, "IQN needs the fractions taus (K, B, N)"
-        template = self._template
 
         def one(state, x, t):
-            return torch.func.functional_call(template, state, (x, t))
+            return torch.func.functional_call(self._template, state, (x, t))
 
         return torch.func.vmap(one)(self._state(), obs, taus)
 

@@ -85,12 +85,11 @@ def improvement_probability(
 
 def finished_runs(runs: pd.DataFrame) -> pd.DataFrame:
     done = runs[runs["status"].isin(FINISHED)].copy() if not runs.empty else runs
-    for column in (EVAL, TRAIN, "solved_step", "reward_threshold", "wall_time_s"):
+    numbers = [EVAL, TRAIN, "solved_step", "reward_threshold", "wall_time_s"]
+    for column in numbers:
         if column not in done:
             done[column] = np.nan
-    done[[EVAL, TRAIN, "solved_step", "reward_threshold", "wall_time_s"]] = done[
-        [EVAL, TRAIN, "solved_step", "reward_threshold", "wall_time_s"]
-    ].astype(float)
+    done[numbers] = done[numbers].astype(float)
     return done
 
 

@@ -156,22 +156,18 @@ def search_section(runs: pd.DataFrame, out: Path) -> tuple[list[str], pd.DataFra
         for r in drawn[drawn["best"]].itertuples()
     ]
     missing = trials["trial"].nunique() - len(drawn)
+    not_drawn = f" {plots.plural(missing, 'trial')} without an objective (failed or unfinished) not drawn."
     lines = [
         "",
         f"![search]({path.name})",
         "",
-        f"Search: each trial of the sampled search (Optuna; {_trials(len(drawn))} with an objective) as a point: "
-        "the value it tried of each searched key (x; a log axis for keys sampled log-uniformly, the key's range "
-        f"or all its choices shown) against the {trials.attrs['objective']} (y), the value it returned to the "
-        f"sweeper. The star is the best trial: {'; '.join(best)}."
-        + (f" {_trials(missing)} without an objective (failed or unfinished) not drawn." if missing else ""),
+        f"Search: each trial of the sampled search (Optuna; {plots.plural(len(drawn), 'trial')} with an objective) "
+        "as a point: the value it tried of each searched key (x; a log axis for keys sampled log-uniformly, the "
+        f"key's range or all its choices shown) against the {trials.attrs['objective']} (y), the value it returned "
+        f"to the sweeper. The star is the best trial: {'; '.join(best)}." + (not_drawn if missing else ""),
     ]
     job_trials = [trial_dir(Path(job)) for job in runs["job"]]
     return lines, runs[[d is None or str(d) not in set(trials["trial"]) for d in job_trials]]
-
-
-def _trials(n: int) -> str:
-    return f"{n} trial" if n == 1 else f"{n} trials"
 
 
 def _search_axis(ax: Axes, d: pd.DataFrame) -> np.ndarray:

@@ -254,7 +254,6 @@ def _headline(
         for env, t in done.groupby("env")["reward_threshold"].first().items()
     )
     unfinished = int((runs["status"] == INCOMPLETE).sum())
-    merged = runs.attrs["merged"]
     return [
         f"# Sweep report: {', '.join(folder_name(r) for r in roots)}",
         "",
@@ -262,7 +261,7 @@ def _headline(
         + (f", {unfinished} unfinished" if unfinished else "")
         + (f", {waiting} not started" if waiting else "")
         + (f", {damaged} damaged and skipped" if damaged else "")
-        + (f"; {plural(len(found) - len(runs), 'repeat')} of a seed left out" if merged else "")
+        + (f"; {plural(len(found) - len(runs), 'repeat')} of a seed left out" if runs.attrs["merged"] else "")
         + f"), {plural(len(table), 'configuration')}"
         + (f"; {envs}." if envs else "."),
         "",

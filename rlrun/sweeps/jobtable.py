@@ -143,8 +143,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     row["choices"] = _choices(run_dir / ".hydra" / "hydra.yaml")
     if (explored := pbt_explored(run_dir.parent)) is not None:
         row["explored"] = explored
-        kind = pairs.get("pbt", "population")
-        row["population"] = f"PBT ({kind}) exploring {', '.join(explored) or 'nothing'}"
+        row["population"] = f"PBT ({pairs.get('pbt', 'population')}) exploring {', '.join(explored) or 'nothing'}"
     row.update({k: v for k, v in summary.items() if k not in ("status", "error", "nonfinite", "seed")})
     return row
 

@@ -197,10 +197,7 @@ class MLflowSink:
             self._send_metrics()
 
     def text(self, tag: str, text: str, step: int) -> None:
-        def send() -> None:
-            self.client.set_tag(self.run_id, tag, text[:PARAM_VALUE_MAX])
-
-        self.worker.put(send)
+        self.worker.put(lambda: self.client.set_tag(self.run_id, tag, text[:PARAM_VALUE_MAX]))
 
     def _send_metrics(self) -> None:
         """Hand the buffered metrics to the worker, in batches of MLflow's size."""
