@@ -3,7 +3,7 @@ profile, one axes row per env, one colour per configuration in both."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -58,11 +58,19 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _readable_axes(ax: Axes, x_format: str = "{:,.0f}") -> None:
-    """Tick labels as plain numbers (10,000 rather than 1e4 with an offset)."""
+def step_label(step: float) -> str:
+    """An env-step count as a short tick label (800k, 1.5M): full numbers of seven digits run into each
+    other on a panel's x axis."""
+    if abs(step) >= 1e6:
+        return f"{step / 1e6:,.4g}M"
+    return f"{step / 1e3:.4g}k" if abs(step) >= 1e4 else f"{step:,.0f}"
+
+
+def _readable_axes(ax: Axes, x_format: Callable[[float], str] = step_label) -> None:
+    """Tick labels as plain numbers (10k or 10,000 rather than 1e4 with an offset)."""
     from matplotlib.ticker import FuncFormatter
 
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: x_format.format(x)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: x_format(x)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.6g}"))
 
 
@@ -239,7 +247,7 @@ def plot_profile(runs: pd.DataFrame, path: Path, reps: int = BOOTSTRAP_REPS // 2
         ax.set_title(
             f"{env}: performance profile of the final {what}\n(share of runs above each return, 95% CI)", fontsize=10
         )
-        _readable_axes(ax, "{:,.6g}")
+        _readable_axes(ax, "{:,.6g}".format)
     _legend_below(fig, entries)
     return _save(fig, path)
 
@@ -277,7 +285,7 @@ def plot_sensitivity(points: pd.DataFrame, path: Path):
 
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())
-        _readable_axes(ax, "{:,.6g}")
+        _readable_axes(ax, "{:,.6g}".format)
         ax.set_title(f"{env}: final {what} against {key}\n(IQM over seeds, 95% CI)", fontsize=10)
         ax.set_xlabel(key)
         ax.set_ylabel("episode return")

@@ -201,7 +201,7 @@ def _search_axis(ax: Axes, d: pd.DataFrame) -> np.ndarray:
             ax.set_xlim(low / (high / low) ** 0.04, high * (high / low) ** 0.04)
         else:
             ax.set_xlim(low - 0.04 * (high - low), high + 0.04 * (high - low))
-    plots._readable_axes(ax, "{:,.6g}")
+    plots._readable_axes(ax, "{:,.6g}".format)
     return d["x"].to_numpy(float)
 
 

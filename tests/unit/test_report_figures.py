@@ -174,3 +174,20 @@ def test_a_report_of_one_folder_says_where_it_wrote(tmp_path, capsys):
     make_trial(tmp_path, 0, 0.001, 0.1, 100.0)
     rlrun.report.main([str(tmp_path)])
     assert capsys.readouterr().err.strip().endswith(f"rlrun.report: written into {tmp_path}")
+
+
+@pytest.mark.parametrize(
+    "step, label",
+    [(0, "0"), (1008, "1,008"), (9999, "9,999"), (25_000, "25k"), (800_000, "800k"), (1_500_000, "1.5M")],
+)
+def test_step_ticks_are_short_labels(step, label):
+    assert report_plots.step_label(step) == label
+
+
+def test_step_ticks_of_a_long_run_do_not_run_into_each_other(tmp_path, figures):
+    """A 1.5M-step curve: every x tick label is short ('800,0001,000,000' was drawn before)."""
+    plot_curves(curves([range(0, 1_500_001, 50_000)] * 3), tmp_path / "curves.png", {}, 100)
+    [fig] = figures
+    fig.canvas.draw()
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()]
+    assert len(labels) >= 3 and all(len(t) <= 5 for t in labels), labels
