@@ -16,9 +16,10 @@ def check(ok: bool, key: str, value: object, allowed: str) -> None:
         raise ConfigError(key, value, allowed)
 
 
-def positive(cfg: DictConfig, key: str) -> None:
+def positive(cfg: DictConfig, key: str, nullable: bool = False) -> None:
+    """`key` > 0; with `nullable`, null too (an Optional key's "unset")."""
     v = cfg_get(cfg, key)
-    check(v is not None and v > 0, key, v, "a number > 0")
+    check((v is None and nullable) or (v is not None and v > 0), key, v, "a number > 0")
 
 
 def one_of(cfg: DictConfig, key: str, choices) -> None:

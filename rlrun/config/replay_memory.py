@@ -10,6 +10,7 @@ total when it is large and refuses a run whose replay exceeds the memory availab
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -95,20 +96,22 @@ def check_replay(
     agents: int,
     prioritized: bool,
     on_host: bool,
-    obs_itemsize: int = 4,
+    obs_itemsize: int,
 ) -> str | None:
     """The line to print about replay's size (None when it is small), or a ConfigError naming
     buffer.capacity when replay on the host would not fit the available memory."""
-    total = agents * replay_bytes(capacity, obs_shape, frame_stack, num_envs, prioritized, obs_itemsize)
+
+    def size(slots: int) -> int:  # bytes of every agent's replay of `slots` transitions
+        return agents * replay_bytes(slots, obs_shape, frame_stack, num_envs, prioritized, obs_itemsize)
+
+    total = size(capacity)
     if total <= LARGE:
         return None
     what = f"{capacity:,} frames of {'x'.join(map(str, obs_shape[1:]))}" if frame_stack else f"{capacity:,} obs"
     what += " per agent" + (f", {agents} agents" if agents > 1 else "")
     available = available_memory() if on_host else None
     if available is not None and total > available:
-        fit = fitting_capacity(
-            int(available * HEADROOM), obs_shape, frame_stack, num_envs, agents, prioritized, obs_itemsize
-        )
+        fit = fitting_capacity(int(available * HEADROOM), size)
         raise ConfigError(
             "buffer.capacity",
             capacity,
@@ -119,22 +122,15 @@ def check_replay(
     return f"rlrun: replay will hold ~{gb(total)} ({what}){where}"
 
 
-def fitting_capacity(
-    budget: int,
-    obs_shape: tuple[int, ...],
-    frame_stack: int,
-    num_envs: int,
-    agents: int,
-    prioritized: bool,
-    obs_itemsize: int = 4,
-) -> int:
-    """The largest capacity (a multiple of 1,000 from 1,000 on, else 1) whose replay fits `budget` bytes."""
+def fitting_capacity(budget: int, size: Callable[[int], int]) -> int:
+    """The largest capacity (a multiple of 1,000 from 1,000 on, else 1) whose replay, `size(capacity)`
+    bytes, fits `budget` bytes."""
     lo, hi = 0, 1
-    while agents * replay_bytes(hi, obs_shape, frame_stack, num_envs, prioritized, obs_itemsize) <= budget:
+    while size(hi) <= budget:
         lo, hi = hi, hi * 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if agents * replay_bytes(mid, obs_shape, frame_stack, num_envs, prioritized, obs_itemsize) <= budget:
+        if size(mid) <= budget:
             lo = mid
         else:
             hi = mid

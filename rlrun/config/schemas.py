@@ -243,21 +243,11 @@ def experiment_name(exp_name: object, algo_kind: object = "dqn") -> str:
 def register_configs() -> None:
     """The schemas (in Hydra's ConfigStore) and the resolvers that conf/config.yaml uses; idempotent."""
     names = [*SCHEMAS, *(f"schema_algo_{algo.name}" for algo in ALGORITHMS.values())]
-    repo = ConfigStore.instance().repo
-    if all(f"{n}.yaml" in repo for n in names) and all(OmegaConf.has_resolver(r) for r in RESOLVERS):
-        return
-    OmegaConf.register_new_resolver("rlrun_slug", lambda s: str(s).replace("/", "-"), replace=True)
-    # Run-dir part naming the seeds: seed3, or seeds3-10 for a batched run of 8.
-    OmegaConf.register_new_resolver(
-        "rlrun_seeds",
-        lambda seed, seeds: f"seed{seed}" if int(seeds) == 1 else f"seeds{seed}-{int(seed) + int(seeds) - 1}",
-        replace=True,
-    )
-    # Run and sweep-job names after what differs from the defaults, exp_name safe (rlrun.config.runnames).
-    OmegaConf.register_new_resolver("rlrun_overrides", run_part, replace=True)
-    OmegaConf.register_new_resolver("rlrun_job_dir", lambda *, _root_: job_subdir(_root_), replace=True)
-    OmegaConf.register_new_resolver("rlrun_exp_name", lambda e, a="dqn": safe(experiment_name(e, a)), replace=True)
     cs = ConfigStore.instance()
+    if all(f"{n}.yaml" in cs.repo for n in names) and all(OmegaConf.has_resolver(r) for r in RESOLVERS):
+        return
+    for name, resolver in RESOLVERS.items():
+        OmegaConf.register_new_resolver(name, resolver, replace=True)
     # Stored at the root (not in a group) so that `--help` lists only the real option groups.
     for name, node in SCHEMAS.items():
         cs.store(name=name, node=node)
@@ -265,7 +255,15 @@ def register_configs() -> None:
         cs.store(name=f"schema_algo_{algo.name}", node=algo.schema)
 
 
-RESOLVERS = ("rlrun_slug", "rlrun_seeds", "rlrun_overrides", "rlrun_job_dir", "rlrun_exp_name")
+RESOLVERS: dict[str, Any] = {
+    "rlrun_slug": lambda s: str(s).replace("/", "-"),
+    # Run-dir part naming the seeds: seed3, or seeds3-10 for a batched run of 8.
+    "rlrun_seeds": lambda seed, n: f"seed{seed}" if int(n) == 1 else f"seeds{seed}-{int(seed) + int(n) - 1}",
+    # Run and sweep-job names after what differs from the defaults, exp_name safe (rlrun.config.runnames).
+    "rlrun_overrides": run_part,
+    "rlrun_job_dir": lambda *, _root_: job_subdir(_root_),
+    "rlrun_exp_name": lambda e, a="dqn": safe(experiment_name(e, a)),
+}
 SCHEMAS = {
     "schema_run": RunConfig,
     "schema_env": EnvConfig,

@@ -21,7 +21,7 @@ from rlrun.storage.summary import OBJECTIVES
 
 def check_schema(cfg: object) -> None:
     """Every key of `cfg` belongs to rlrun's schema, and every `_target_` names one of rlrun's own classes
-    (`rlrun.config.schemas.TARGET_SCHEMAS`). This is what makes it safe to instantiate a config read from a run
+    (`rlrun.config.schemas.GROUP_TARGETS`). This is what makes it safe to instantiate a config read from a run
     directory or a checkpoint: nothing in it can choose other code."""
     tree = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
     if not isinstance(tree, Mapping):
@@ -77,11 +77,9 @@ def _env(cfg: DictConfig) -> None:
     """The env group: vectorization, sizes, reward shaping, pixels and the network's encoder for them."""
     one_of(cfg, "env.vectorization", ["auto", "sync", "async", "vector"])
     positive(cfg, "env.num_envs")
-    if cfg.env.max_episode_steps is not None:
-        positive(cfg, "env.max_episode_steps")
+    positive(cfg, "env.max_episode_steps", nullable=True)
     in_range(cfg, "env.reward_scale", 0.0, math.inf, lo_open=True, hi_open=True)
-    if cfg.env.clip_reward is not None:
-        positive(cfg, "env.clip_reward")
+    positive(cfg, "env.clip_reward", nullable=True)
     in_range(cfg, "env.frame_stack", 0, math.inf, hi_open=True)
     one_of(cfg, "network.encoder", ["mlp", "nature_cnn", "der_cnn", "minatar_cnn"])
     frame_encoders = ("nature_cnn", "der_cnn")  # rlrun.nets.networks.FRAME_ENCODERS (torch: not imported here)
@@ -103,8 +101,7 @@ def _env(cfg: DictConfig) -> None:
         check(cfg.env.action_bins >= 2, "env.action_bins", cfg.env.action_bins, "an integer >= 2, or null")
     if cfg.env.atari is not None:
         one_of(cfg, "env.atari.backend", ["gymnasium", "vector"])
-        if cfg.env.atari.threads is not None:
-            positive(cfg, "env.atari.threads")
+        positive(cfg, "env.atari.threads", nullable=True)
         if cfg.env.atari.repeat_action_probability is not None:
             in_range(cfg, "env.atari.repeat_action_probability", 0.0, 1.0)
 
@@ -141,16 +138,14 @@ def _buffer(cfg: DictConfig) -> None:
         in_range(cfg, "buffer.alpha", 0.0, 1.0)
         in_range(cfg, "buffer.beta_start", 0.0, 1.0)
         in_range(cfg, "buffer.priority_eps", 0.0, math.inf, lo_open=True, hi_open=True)
-        if cfg.buffer.beta_anneal_steps is not None:
-            positive(cfg, "buffer.beta_anneal_steps")
+        positive(cfg, "buffer.beta_anneal_steps", nullable=True)
 
 
 def _optimizer_and_device(cfg: DictConfig) -> None:
     """The optimizer's learning rate and the device group."""
     in_range(cfg, "optimizer.lr", 0.0, math.inf, lo_open=True, hi_open=True)
     one_of(cfg, "device.type", ["auto", "cpu", "cuda"])
-    if cfg.device.threads is not None:
-        positive(cfg, "device.threads")
+    positive(cfg, "device.threads", nullable=True)
     one_of(cfg, "device.amp", ["none", "bf16", "fp16"])
     one_of(cfg, "device.compile_mode", ["default", "reduce-overhead", "max-autotune"])
 
@@ -172,8 +167,7 @@ def _algo(cfg: DictConfig) -> None:
     positive(cfg, "algo.target_update_period")
     in_range(cfg, "algo.tau", 0.0, 1.0, lo_open=True)
     one_of(cfg, "algo.loss", ["huber", "mse", "cross_entropy", "quantile_huber"])
-    if a.max_grad_norm is not None:
-        positive(cfg, "algo.max_grad_norm")
+    positive(cfg, "algo.max_grad_norm", nullable=True)
     in_range(cfg, "algo.lr_end_factor", 0.0, 1.0)
     one_of(cfg, "algo.on_nonfinite", ["stop", "skip", "off"])
     in_range(cfg, "checkpoint.every", 0, math.inf, hi_open=True)
@@ -209,7 +203,7 @@ def _run(cfg: DictConfig) -> None:
         allowed = f"at most {2**32 - cfg.seeds} with seeds={cfg.seeds} (each agent's seed < 2**32)"
         raise ConfigError("seed", cfg.seed, allowed)
     if cfg.seeds > 1:
-        _validate_batched(cfg)
+        _validate_batched(cfg, "seeds > 1")
     _validate_agents(cfg)
     _validate_cuda_graphs(cfg)
     if cfg.get("pbt") is not None:  # population-based training: its rules read plain values
@@ -256,9 +250,10 @@ BATCHED_UNSUPPORTED = [
 ]
 
 
-def _validate_batched(cfg: DictConfig) -> None:
+def _validate_batched(cfg: DictConfig, when: str) -> None:
+    """BATCHED_UNSUPPORTED's rules, their messages saying `when` agents share a process."""
     for key, ok, allowed in BATCHED_UNSUPPORTED:
-        check(ok(cfg), key, cfg_get(cfg, key), allowed)
+        check(ok(cfg), key, cfg_get(cfg, key), allowed.replace("seeds > 1", when))
 
 
 def _validate_agents(cfg: DictConfig) -> None:
@@ -269,8 +264,7 @@ def _validate_agents(cfg: DictConfig) -> None:
     configs = agents.check(cfg)
     if not configs:
         return
-    for key, ok, allowed in BATCHED_UNSUPPORTED:
-        check(ok(cfg), key, cfg_get(cfg, key), allowed.replace("seeds > 1", "with an agents list"))
+    _validate_batched(cfg, "with an agents list")
     for k, agent in enumerate(configs):
         try:
             validate(agent)

@@ -32,6 +32,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlrun.algos import algorithm
 from rlrun.config.saved import from_saved
 from rlrun.config.validate import BATCHED_UNSUPPORTED
 from rlrun.errors import ConfigError
@@ -94,7 +95,7 @@ def check_sweep_dir(sweep_dir: Path, launcher: DictConfig) -> None:
 
 
 def batchable_keys(cfg: DictConfig) -> tuple[str, ...]:
-    keys = agents.batchable(cfg)
+    keys = algorithm(cfg.algo).batchable
     if cfg.device.cuda_graphs:  # recorded steps take one lr for all: lr sweeps stay in separate processes
         keys = tuple(k for k in keys if k not in agents.LR_KEYS)
     return keys
