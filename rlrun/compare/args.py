@@ -114,8 +114,4 @@ def check_overrides(where: str, overrides: list[str]) -> None:
             raise BadInput(f"{where}: {o} is a sweep; an arm is one setting")
 
 
-def argv_keys(argv: list[str]) -> set[str]:
-    return {a.partition("=")[0] for a in argv}
-
-
 COMMAND = "rlrun.compare"  # leads each line of `rlrun.errors.fail`

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from rlrun import console
-from rlrun.compare.args import COMMAND, BadInput, argv_keys, folder, parse, settings
+from rlrun.compare.args import COMMAND, BadInput, folder, parse, settings
 from rlrun.errors import Exit, fail
 
 USAGE = """usage: python -m rlrun.compare A='<overrides>' B='<overrides>' [metric=solved|steps|final|auc] [seeds=N]
@@ -42,15 +42,15 @@ def main(argv: list[str] | None = None) -> None:
     from rlrun.training import signals
 
     signals.stop_on_signal()  # a Ctrl-C while the arms are checked: one line (the rounds pass it to their run)
-    try:
-        from rlrun.report import ReportExtraMissing, require_report_extra
+    from rlrun.report import ReportExtraMissing, require_report_extra
 
+    try:
         require_report_extra()
         own, common = parse(argv)
         metric, alpha = settings(own)
         a, b = Path(own["A"]), Path(own["B"])
         if own["A"] and own["B"] and a.is_dir() and b.is_dir():
-            if common or any(k in argv_keys(argv) for k in ("seeds", "max_seeds", "seed")):
+            if common or {a.partition("=")[0] for a in argv} & {"seeds", "max_seeds", "seed"}:
                 raise BadInput(
                     "A and B are folders of runs: nothing to train (no seeds=, max_seeds=, seed= or overrides)"
                 )
@@ -66,8 +66,6 @@ def main(argv: list[str] | None = None) -> None:
         from rlrun.compare.run import prepare, run_rounds
 
         job = prepare(own, common, metric, alpha, command_line)
-    except BadInput as e:
-        fail(str(e), Exit.BAD_INPUT, command=COMMAND)
-    except ReportExtraMissing as e:
+    except (BadInput, ReportExtraMissing) as e:
         fail(str(e), Exit.BAD_INPUT, command=COMMAND)
     run_rounds(job)

@@ -66,9 +66,9 @@ def look(
             p = sequential.anytime_p([*e_before, e])
         return Look(round_, n, int(a.sum()), int(b.sum()), p, alpha, only_a, only_b, e, interval)
     x, y = both[f"a_{metric}"].to_numpy(float), both[f"b_{metric}"].to_numpy(float)
-    if n == 0:
-        return Look(round_, 0, np.nan, np.nan, 1.0, level if level is not None else alpha)
     at = alpha if level is None else level
+    if n == 0:
+        return Look(round_, 0, np.nan, np.nan, 1.0, at)
     # the report extra: rliable's P(X > Y) (unpaired: the chance a run of B scores above a run of A; for
     # steps, below)
     from rlrun.report import improvement_probability

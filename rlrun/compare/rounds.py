@@ -16,7 +16,7 @@ import re
 import signal
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
 
@@ -38,7 +38,7 @@ class Plan:
     max_seeds: int
     alpha: float
     first_seed: int
-    version: int = field(default=1)
+    version: int = 1
 
     def arm(self, name: str) -> list[str]:
         return self.a if name == "A" else self.b
@@ -90,7 +90,7 @@ def check_plan(root: Path, plan: Plan) -> None:
     """Refuse a folder that holds another comparison (RoundError, exit 2), files not of a comparison, or a link
     where a round would be written (an arm's folder or a round's run linked elsewhere: rlrun never writes
     through a link)."""
-    rounds = [plan.round_dir(root, arm, first, n) for first, n in plan.rounds() for arm in ("A", "B")]
+    rounds = [plan.round_dir(root, arm, first, n) for first, n in plan.rounds() for arm in ARMS]
     try:
         rundir.check_unlinked(rounds, root)
     except rundir.RunDirError as e:

@@ -191,7 +191,7 @@ def run_rounds(job: Job) -> None:
         f"metric: {plan.metric}; alpha {plan.alpha:g}; {plan.seeds} paired seeds a round from seed "
         f"{plan.first_seed}, at most {plan.max_seeds}",
     ]
-    finish(root, looks, both, tables, plan.metric, job.threshold, len(looks), plan.max_seeds, names, settings, commands)
+    finish(root, looks, both, tables, plan.metric, job.threshold, plan.max_seeds, names, settings, commands)
 
 
 def finish(
@@ -201,13 +201,12 @@ def finish(
     tables: dict[str, pd.DataFrame],
     metric: str,
     threshold: float | None,
-    rounds: int,
     budget: int | None,
     arm_names: dict[str, str],
     settings: list[str],
     commands: list[str],
 ) -> None:
-    line = decide.verdict(looks[-1], metric, threshold, rounds, budget)
+    line = decide.verdict(looks[-1], metric, threshold, looks[-1].round, budget)  # round 0: existing runs
     curves = pd.DataFrame()
     if tables:
         curves = pd.concat([arms.curves(t, f"{arm}: {arm_names[arm]}") for arm, t in tables.items()], ignore_index=True)
@@ -305,4 +304,4 @@ def decide_folders(a: Path, b: Path, metric: str, alpha: float, root: Path, comm
         *([f"seeds run by one arm only, left out: {unpaired}"] if unpaired else []),
         *([f"seeds without a {metric} score in one arm, left out: {missing}"] if missing else []),
     ]
-    finish(root, [look], both, tables, metric, threshold, 0, None, {"A": str(a), "B": str(b)}, settings, [command_line])
+    finish(root, [look], both, tables, metric, threshold, None, {"A": str(a), "B": str(b)}, settings, [command_line])

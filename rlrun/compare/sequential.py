@@ -30,15 +30,11 @@ from scipy.special import betaln
 from scipy.stats import norm
 
 
-def log_e_value(only_a: int, only_b: int) -> float:
-    """log E of the discordant seeds: the Krichevsky-Trofimov mixture over the coin's bias of the likelihood
-    ratio against a fair coin (order-free: it depends on the counts only)."""
-    n = only_a + only_b
-    return float(betaln(only_b + 0.5, only_a + 0.5) - betaln(0.5, 0.5) + n * math.log(2))
-
-
 def e_value(only_a: int, only_b: int) -> float:
-    return math.exp(log_e_value(only_a, only_b))
+    """E of the discordant seeds: the Krichevsky-Trofimov mixture over the coin's bias of the likelihood ratio
+    against a fair coin (order-free: it depends on the counts only), computed in logs."""
+    n = only_a + only_b
+    return math.exp(float(betaln(only_b + 0.5, only_a + 0.5) - betaln(0.5, 0.5) + n * math.log(2)))
 
 
 def anytime_p(e_values: Sequence[float]) -> float:
