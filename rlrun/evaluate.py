@@ -138,10 +138,12 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                 f"rlrun.evaluate: warning: {out_dir / ckpt.LATEST} is damaged; evaluating {used.name} (step {step})",
                 file=sys.stderr,
             )
+        video_dir = None
         if opts["video"]:
             check_video_extra()
             rundir.check_links(out_dir)  # videos go into the run: never through a link out of it
-        video_dir = new_video_dir(out_dir, opts["seed"]) if opts["video"] else None
+            # a new folder for each call (created only once the videos are written)
+            video_dir = out_dir / "videos" / datetime.now().strftime(f"seed{opts['seed']}_%Y-%m-%d_%H-%M-%S-%f")
         returns, videos = play(found, opts, device, video_dir)
     except (ConfigError, ckpt.CheckpointError, rundir.RunDirError) as e:
         fail(str(e), Exit.BAD_INPUT, command=COMMAND)
@@ -189,11 +191,6 @@ def check_video_extra() -> None:
             Exit.BAD_INPUT,
             command=COMMAND,
         )
-
-
-def new_video_dir(out_dir: Path, seed: int) -> Path:
-    """A new `<run>/videos/seed<S>_<time>/` (created only once the videos are written)."""
-    return out_dir / "videos" / datetime.now().strftime(f"seed{seed}_%Y-%m-%d_%H-%M-%S-%f")
 
 
 def play(found: policy.Saved, opts: dict[str, Any], device: torch.device, video_dir: Path | None = None):

@@ -15,12 +15,10 @@ by this process for the run (a second resume of it is refused and changes nothin
 
 from __future__ import annotations
 
-from rlrun.training.signals import stop_on_signal
+from rlrun import process_exit
+from rlrun.training import signals
 
 if __name__ == "__main__":  # a signal during the imports below gets one line too
-    from rlrun import process_exit
-    from rlrun.training import signals
-
     process_exit.register()  # before any module registers its atexit handler: this one runs after them all
     signals.stop_on_signal()
 
@@ -39,6 +37,7 @@ from rlrun import console
 from rlrun.config import preflight, saved as saved_config
 from rlrun.config.overrides import override_key, override_value
 from rlrun.errors import ConfigError, Exit, FinishedRunError, SolvedRunError, fail
+from rlrun.logs import runlog
 from rlrun.run import train
 from rlrun.storage import agent_dirs, checkpoint as ckpt, rundir, summary as run_summary
 from rlrun.training.agents import dir_plan
@@ -137,7 +136,7 @@ def with_saved_backends(overrides: list[str], saved: object) -> list[str]:
 
 def log_to(run_dir: Path) -> None:
     """Log as a Hydra job does: to stdout and, appended, to the run's train.log."""
-    formatter = logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+    formatter = logging.Formatter(runlog.FILE_FORMAT)
     root = logging.getLogger()
     root.setLevel(logging.INFO)
     for handler in (logging.StreamHandler(sys.stdout), logging.FileHandler(run_dir / "train.log")):
@@ -216,7 +215,6 @@ def continue_sweep(sweep_dir: Path, overrides: list[str]) -> None:
     import runpy
 
     from rlrun.sweeps import batching, continuation
-    from rlrun.training import signals
 
     try:
         argv = continuation.continue_argv(sweep_dir, overrides)
@@ -279,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)
         sys.exit(Exit.OK if argv else Exit.BAD_INPUT)
-    stop_on_signal()
+    signals.stop_on_signal()
     from rlrun.sweeps.continuation import is_sweep
 
     if is_sweep(Path(argv[0])):
@@ -288,12 +286,5 @@ def main(argv: list[str] | None = None) -> None:
     resume(Path(argv[0]), argv[1:])
 
 
-def command() -> None:
-    """The `rlrun-resume` console script: `main`, then the process ends without tearing down its modules."""
-    from rlrun.process_exit import run_then_exit
-
-    run_then_exit(main)
-
-
 if __name__ == "__main__":
-    command()
+    process_exit.run_then_exit(main)
