@@ -4,7 +4,6 @@ and the scalars, config and summary it fans out to the logging backends of the `
 
 from __future__ import annotations
 
-import csv
 import logging
 import time
 from collections import deque
@@ -17,12 +16,12 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from rlrun.logs.sinks import Sink
+from rlrun.logs.sinks.csv import open_rows
 from rlrun.storage import rundir, summary as run_summary
 from rlrun.storage.summary import Summary
 
 log = logging.getLogger(__name__)
 
-EPISODE_HEADER = rundir.CSV_HEADERS["episodes.csv"]
 # One speed (env steps per second over the last log window), the 100-episode mean, the last greedy eval.
 BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
 
@@ -78,18 +77,12 @@ class RunLogger:
 
             sinks = [TensorBoardSink(self.out_dir, resume_step)]
         self.sinks = sinks
-        episodes_path = self.out_dir / "episodes.csv"
         rundir.check_links(self.out_dir)  # an agent's directory too (the run's is checked when claimed)
-        # A damaged row is refused, naming its line, before anything is written.
-        kept = [EPISODE_HEADER] if resume_step is None else rundir.kept_rows(episodes_path, resume_step)
+        # Open for the run's life (closed in close()), appended to at every episode end.
+        self._episodes_file, self._episodes = open_rows(self.out_dir / "episodes.csv", resume_step)
         if resume_step is None:
             for sink in self.sinks:
                 sink.start(config.hparams, config.yaml)
-        # Written whole, then renamed: a full disk on resume cannot truncate the rows already there.
-        rundir.write_text(episodes_path, "".join(row + "\n" for row in kept))
-        # Open for the run's life (closed in close()), appended to at every episode end.
-        self._episodes_file = rundir.open_append(episodes_path)
-        self._episodes = csv.writer(self._episodes_file, lineterminator="\n")
         self.window: deque[float] = deque(maxlen=window)
         self.history: list[tuple[int, float]] = []
         self.reward_threshold = reward_threshold

@@ -42,17 +42,13 @@ PARAM_BATCH, PARAM_VALUE_MAX = 100, 6000  # MLflow's limits per call and per val
 LOCK = ".rlrun-store.lock"
 
 
-def store_dir(run: SinkRun) -> Path:
-    """Where the default store is: `<sweep dir>/mlruns/` for a sweep's job, else `mlruns/` next to the run
-    directory (`outputs/mlruns/`), shared by the runs there, so `mlflow ui` compares them."""
-    sweep = sweep_dir(run.root)
-    return (sweep if sweep is not None else Path(os.path.abspath(run.root)).parent) / "mlruns"
-
-
 def local_store(run: SinkRun) -> tuple[str, str]:
-    """(tracking URI, artifact location) of the default store, made if new. Never through a link (the store,
-    its database, artifacts or lock file as one is refused: rlrun.storage.rundir's rule)."""
-    store = store_dir(run)
+    """(tracking URI, artifact location) of the default store, made if new: `<sweep dir>/mlruns/` for a sweep's
+    job, else `mlruns/` next to the run directory (`outputs/mlruns/`), shared by the runs there, so `mlflow ui`
+    compares them. Never through a link (the store, its database, artifacts or lock file as one is refused:
+    rlrun.storage.rundir's rule)."""
+    sweep = sweep_dir(run.root)
+    store = (sweep if sweep is not None else Path(os.path.abspath(run.root)).parent) / "mlruns"
     for path in (store, store / "mlflow.db", store / "artifacts", store / LOCK):
         if path.is_symlink():
             raise rundir.RunDirError(f"{path} is a link: rlrun never writes through a link; remove it")
