@@ -1,12 +1,11 @@
 """A command line's `key=value` overrides, read against the default config before Hydra composes them.
 
-- `nearest_key`: an override of a key the config lacks (`netwrok=dueling`, `algo.gama=0.5`) is refused
-  with rlrun's own line, naming the nearest key, instead of Hydra's advice to append it with `+`.
 - `integral`: `total_steps=1e5` is Hydra's float 100000.0, which an integer key refuses; an integral
   float literal given to an integer key is rewritten as the integer (`total_steps=100000`). Anything else
   (a fraction, a sweep, a key that is not an integer) is left to Hydra and the schema.
-- `unknown_key`: an override of a key the config lacks gets rlrun's own line, naming the nearest key or
-  the keys the node has, instead of Hydra's advice to append it with `+` (which the schema then refuses).
+- `unknown_key`: an override of a key the config lacks (`netwrok=dueling`, `algo.gama=0.5`) gets rlrun's own
+  line, naming the nearest key (`nearest_key`) or the keys the node has, instead of Hydra's advice to append
+  it with `+` (which the schema then refuses).
 - `given_twice`: a key given twice (`total_steps=0 total_steps=2000`) is refused, as Hydra refuses a group
   added twice, instead of the last value winning silently (and the run being named after both).
 - `unknown_option`: `network=foo` is refused with rlrun's one line naming the group's options, instead of

@@ -17,7 +17,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 from hydra import compose as hydra_compose
@@ -43,9 +43,6 @@ from rlrun.envs.pixels import check_ale, check_image_obs
 from rlrun.errors import ConfigError
 from rlrun.logs.sinks.reachable import check_backends
 from rlrun.storage import rundir
-
-if TYPE_CHECKING:
-    import torch
 
 
 @dataclass
@@ -88,7 +85,11 @@ def compose(overrides: list[str], source: ConfigSource = RLRUN_CONFIG) -> DictCo
     try:
         return _hydra_compose(overrides, source)
     except Exception as e:  # Hydra's and OmegaConf's composition errors of every kind
-        raise (unknown_option(e) or CompositionError(_explained(e, overrides, source))) from None
+        if (option := unknown_option(e)) is not None:
+            raise option from None
+        message = one_line(e)
+        unknown = unknown_key(message, overrides, lambda given: _hydra_compose(given, source))
+        raise CompositionError(unknown or message) from None  # rlrun's own line for a key the config lacks
 
 
 def _hydra_compose(overrides: list[str], source: ConfigSource) -> DictConfig:
@@ -111,12 +112,6 @@ def integral_overrides(overrides: list[str], source: ConfigSource) -> list[str]:
     except Exception:  # the error is reported when the whole command line is composed
         return overrides
     return integral(overrides, defaults)
-
-
-def _explained(error: Exception, overrides: list[str], source: ConfigSource) -> str:
-    """Hydra's message as one line, or rlrun's own line for a key the config lacks (`overrides.unknown_key`)."""
-    message = one_line(error)
-    return unknown_key(message, overrides, lambda given: _hydra_compose(given, source)) or message
 
 
 class CompositionError(ConfigError):
@@ -149,8 +144,12 @@ def task_config(cfg: DictConfig) -> DictConfig:
 def check_job(task: DictConfig, probed: dict) -> None:
     """What `train` would refuse at its start: values, the env's spaces and pixels, the device, replay
     larger than the memory available (a replay of more than 1 GiB is announced on stderr)."""
+    # the builders only for the memory check of a job that will run
+    from rlrun.training.device import resolve_device
+
     validate(task)
-    device = training_device(task.device.type, pixels=task.network.encoder != "mlp")
+    pixels = task.network.encoder != "mlp"  # the device replay will live on, as `train` resolves it
+    device = resolve_device("cpu" if task.device.type == "auto" and not pixels else task.device.type, pixels)
     check_backends(task.get("logger"), probed)  # a logging server that does not answer: refused now
     e = task.env
     key = ("env", e.id, e.action_bins, e.frame_stack, str(e.atari))
@@ -160,14 +159,6 @@ def check_job(task: DictConfig, probed: dict) -> None:
     if line is not None and line not in probed:
         probed[line] = True
         print(line, file=sys.stderr)
-
-
-def training_device(kind: str, pixels: bool) -> torch.device:
-    """The device replay will live on, as `train` resolves it (which prints its note on MLPs, once)."""
-    # the builders only for the memory check of a job that will run
-    from rlrun.training.device import resolve_device
-
-    return resolve_device("cpu" if kind == "auto" and not pixels else kind, pixels)
 
 
 def observation_space(task: DictConfig) -> gym.spaces.Box:

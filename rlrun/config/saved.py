@@ -76,9 +76,8 @@ def _refuse_interpolations(node: object, key: str) -> None:
 
 
 def from_disk(raw: object, env_id: str | None = None) -> DictConfig:
-    """A config read from a run directory or a checkpoint: `check`ed, then rebuilt on rlrun's schemas."""
-    if isinstance(raw, DictConfig):
-        raw = OmegaConf.to_container(raw, resolve=False)
+    """A config read from a run directory or a checkpoint (plain values): `check`ed, then rebuilt on rlrun's
+    schemas."""
     check(raw, env_id)
     return from_saved(raw)
 

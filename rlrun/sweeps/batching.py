@@ -33,17 +33,17 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun.algos import algorithm
-from rlrun.config.saved import from_saved
+from rlrun.config.saved import from_disk, from_saved
 from rlrun.config.validate import BATCHED_UNSUPPORTED
 from rlrun.errors import ConfigError
 from rlrun.storage import agent_dirs, rundir, summary as run_summary
+from rlrun.sweeps.continuation import BATCHED_LAUNCHER
 from rlrun.training import agents
 
 PREEMPTED = "preempted"
 LOST = "lost: "  # how the error of a job whose chunk's process died begins (`record_lost`)
 
 
-LAUNCHER = "hydra_plugins.rlrun_batched_launcher.batched_launcher.BatchedLauncher"
 # The launcher's settings and what each may be (its `BatchedLauncherConf`).
 LAUNCHER_SETTINGS = {
     "max_agents": "jobs trained together in one process at most",
@@ -56,7 +56,7 @@ EXECUTORS = ("local", "slurm")
 def check_launcher(launcher: DictConfig) -> None:
     """Refuse settings of hydra/launcher=batched that it cannot run (`hydra.launcher.max_agents=0`) before
     Hydra builds it."""
-    if launcher.get("_target_") != LAUNCHER:
+    if launcher.get("_target_") != BATCHED_LAUNCHER:
         return
     for key, meaning in LAUNCHER_SETTINGS.items():
         value = launcher.get(key)
@@ -71,7 +71,7 @@ def check_launcher(launcher: DictConfig) -> None:
 
 def resumes_sweep(launcher: DictConfig) -> bool:
     """Whether this command reruns a batched sweep into its own (non-empty) directory: `hydra.launcher.resume`."""
-    return launcher.get("_target_") == LAUNCHER and launcher.get("resume") is True
+    return launcher.get("_target_") == BATCHED_LAUNCHER and launcher.get("resume") is True
 
 
 continuing: Path | None = None  # the sweep `python -m rlrun.resume <sweep dir>` continues (its own directory)
@@ -81,10 +81,9 @@ def check_sweep_dir(sweep_dir: Path, launcher: DictConfig) -> None:
     """A sweep's directory must be new or empty (rundir.check_new), but for the resume switch: then it is
     its own batched sweep's, marked by `.batched/`, which must be a directory, not a link to another's; and
     but for the sweep `rlrun.resume` continues (`continuing`), which goes into its own directory."""
-    if continuing is not None and Path(sweep_dir).absolute() == continuing and not resumes_sweep(launcher):
-        return
     if not resumes_sweep(launcher):
-        rundir.check_new(sweep_dir, "hydra.sweep.dir")
+        if Path(sweep_dir).absolute() != continuing:
+            rundir.check_new(sweep_dir, "hydra.sweep.dir")
     elif (sweep_dir / ".batched").is_symlink():  # another sweep's groups: never resumed or written through it
         rundir.check_unlinked([sweep_dir / ".batched"], sweep_dir)
     elif sweep_dir.exists() and any(sweep_dir.iterdir()) and not (sweep_dir / ".batched").is_dir():
@@ -158,11 +157,6 @@ def batched_config(configs: list[DictConfig], job_dirs: list[Path], group_dir: P
     return base
 
 
-def run_dir(job_dirs: list[str], group_dir: str) -> Path:
-    """Where a chunk's run lives (its checkpoint): the group's directory, or a lone job's own."""
-    return Path(job_dirs[0]) if len(job_dirs) == 1 else Path(group_dir)
-
-
 def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir: str) -> list[Any]:
     """Train these jobs (plain config dicts, one directory each) in one process. Returns each job's
     objective (rlrun.storage.summary.objective: None for a failed job, 0.0 under `robust`), or PREEMPTED for
@@ -174,7 +168,8 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
 
     configs = [from_saved(c) for c in task_configs]
     dirs = [Path(d) for d in job_dirs]
-    where, top = run_dir(job_dirs, group_dir), agent_dirs.root(Path(group_dir))
+    where = dirs[0] if len(dirs) == 1 else Path(group_dir)  # the chunk's run (its checkpoint): a lone job's own
+    top = agent_dirs.root(Path(group_dir))
     try:
         rundir.check_unlinked([*dirs, Path(group_dir)], top)  # a linked job dir or .batched/ is another's
         with rundir.owned(where):  # a live earlier attempt (a lost node's) is refused here, untouched
@@ -182,9 +177,7 @@ def run_chunk(task_configs: list[dict[str, Any]], job_dirs: list[str], group_dir
                 return [objective(d, c.objective) for d, c in zip(dirs, configs)]
             state = continue_earlier_attempt(where, dirs)
             if state is not None:
-                from rlrun.config import saved
-
-                run.train(saved.from_disk(state["config"], None), where, state)
+                run.train(from_disk(state["config"], None), where, state)
             elif len(configs) == 1:
                 run.train(configs[0], dirs[0])
             else:

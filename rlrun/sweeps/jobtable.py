@@ -241,10 +241,9 @@ def utf8_path(path: Path) -> Iterator[Path]:
     TensorBoard's reader cannot encode), a link to it of a UTF-8 name in a temporary folder."""
     try:
         str(path).encode("utf-8")
-        utf8 = True
     except UnicodeEncodeError:
-        utf8 = False
-    if utf8:
+        pass
+    else:
         yield path
         return
     import tempfile
