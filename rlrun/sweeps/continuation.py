@@ -21,12 +21,11 @@ basic sweeper's cartesian product, rlrun's job names), so a job that never start
 
 from __future__ import annotations
 
-import itertools
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rlrun.config.hydra_adapter import BASIC_SWEEPER
+from rlrun.config.hydra_adapter import BASIC_SWEEPER, sweep_jobs
 from rlrun.config.overrides import override_key, override_value
 from rlrun.errors import ConfigError
 from rlrun.storage import bounded, rundir
@@ -143,21 +142,12 @@ def planned_jobs(sweep_dir: Path) -> list[Path] | None:
     params = sweeper.get("params") or {}
     given = [f"{k}={v}" for k, v in params.items()] + list(hydra["overrides"]["task"])
     try:
-        parsed = OverridesParser.create().parse_overrides(given)
-    except Exception:  # a damaged multirun.yaml: its jobs are the ones found
+        jobs = sweep_jobs(OverridesParser.create().parse_overrides(given))  # as the basic sweeper lists them
+    except Exception:  # a damaged multirun.yaml, a sweep it cannot list: its jobs are the ones found
         return None
-    choices: dict[str, list[str]] = {}  # as the basic sweeper: each key's values, the last given wins
-    for o in parsed:
-        key = o.get_key_element()
-        if o.is_sweep_override():
-            if not o.is_discrete_sweep():
-                return None
-            choices[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
-        else:
-            choices[key] = [f"{key}={o.get_value_element_as_str()}"]
     exclude = (((hydra.get("job") or {}).get("config") or {}).get("override_dirname") or {}).get("exclude_keys") or []
     dirs = []
-    for num, job in enumerate(itertools.product(*choices.values())):
+    for num, job in enumerate(jobs):
         root = OmegaConf.create(
             {
                 "hydra": {
