@@ -86,12 +86,6 @@ def check(
     return dirs
 
 
-def claim(dirs: list[Path]) -> None:
-    """Own each agent directory for the rest of this process (as `rundir.claim` owns a run directory)."""
-    for where in dirs:
-        rundir.claim(where)
-
-
 def prepared(where: Path, expected: dict) -> bool:
     """A job directory that the batched launcher made for this agent: only its `.hydra/`, with its config."""
     if not where.is_dir() or where.is_symlink():

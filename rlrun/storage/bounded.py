@@ -74,13 +74,14 @@ def open_regular(path: Path | str, limit: int | None) -> IO[bytes]:
     return os.fdopen(fd, "rb")
 
 
-def check_file(path: Path | str, limit: int = TABLE_LIMIT) -> None:
-    """Refuse `path` unless it is a regular file of at most `limit` bytes (for files a library reads by name:
-    CSV tables, TensorBoard event files)."""
-    open_regular(path, limit).close()
+def check_file(path: Path | str) -> None:
+    """Refuse `path` unless it is a regular file of at most `TABLE_LIMIT` bytes (for files a library reads by
+    name: CSV tables, TensorBoard event files)."""
+    open_regular(path, TABLE_LIMIT).close()
 
 
-def read_bytes(path: Path | str, limit: int = TEXT_LIMIT) -> bytes:
+def read_text(path: Path | str, limit: int = TEXT_LIMIT, what: str = "UTF-8 text") -> str:
+    """The text of `path` (at most `limit` bytes), UTF-8; refused as not `what` otherwise."""
     with open_regular(path, limit) as f:
         try:
             data = f.read(limit + 1)
@@ -88,12 +89,6 @@ def read_bytes(path: Path | str, limit: int = TEXT_LIMIT) -> bytes:
             raise FileRefused(path, f"cannot be read ({e.strerror or e})") from None
     if len(data) > limit:  # it grew while it was read
         raise FileRefused(path, f"is larger than {_size(limit)}: rlrun never writes one so big")
-    return data
-
-
-def read_text(path: Path | str, limit: int = TEXT_LIMIT, what: str = "UTF-8 text") -> str:
-    """The text of `path`, UTF-8; refused as not `what` otherwise."""
-    data = read_bytes(path, limit)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -138,9 +133,9 @@ class _Bound(Exception):
         self.reason = reason
 
 
-def parse_yaml(text: str, path: Path | str) -> Any:
-    """`text` (the contents of `path`) as YAML, within `MAX_DEPTH` and `MAX_NODES`."""
-    loader = _BoundedLoader(text)
+def load_yaml(path: Path | str) -> Any:
+    """A YAML file (a config, overrides, multirun.yaml), read within the bounds above."""
+    loader = _BoundedLoader(read_text(path, TEXT_LIMIT, "YAML"))
     try:
         return loader.get_single_data()
     except _Bound as e:
@@ -154,14 +149,9 @@ def parse_yaml(text: str, path: Path | str) -> Any:
         loader.dispose()
 
 
-def load_yaml(path: Path | str, limit: int = TEXT_LIMIT) -> Any:
-    """A YAML file (a config, overrides, multirun.yaml), read within the bounds above."""
-    return parse_yaml(read_text(path, limit, "YAML"), path)
-
-
-def load_json(path: Path | str, limit: int = TEXT_LIMIT) -> Any:
+def load_json(path: Path | str) -> Any:
     """A JSON file (summary.json, a logging backend's state), read within the bounds above."""
-    text = read_text(path, limit, "JSON")
+    text = read_text(path, TEXT_LIMIT, "JSON")
     try:
         value = json.loads(text)
     except RecursionError:

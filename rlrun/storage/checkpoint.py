@@ -94,27 +94,23 @@ def read(path: Path, map_location: str | torch.device = "cpu") -> Any:
 
 
 def load_file(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """One checkpoint file, loaded without running code and checked to be an rlrun checkpoint."""
+    """One checkpoint file, loaded without running code and checked to be an rlrun checkpoint: it holds the
+    `REQUIRED` keys, and the parts that every reader uses (its config, its online network's weights) are of
+    the right kind."""
     state = read(path, map_location)
     missing = [k for k in REQUIRED if not isinstance(state, dict) or k not in state]
     if missing:
         raise CheckpointError(f"{path}: not an rlrun checkpoint (no {', '.join(missing)})")
-    if wrong := misshapen(state):
-        raise CheckpointError(f"{path}: not an rlrun checkpoint ({wrong})")
-    return state
-
-
-def misshapen(state: dict[str, Any]) -> str | None:
-    """What is wrong with the parts of a checkpoint that every reader uses (its config, its online network's
-    weights), or None."""
-    if not isinstance(state["config"], dict):
-        return f"its config is a {type(state['config']).__name__}, not a mapping"
     learner = state["learner"]
-    if not isinstance(learner, dict):
-        return f"its learner is a {type(learner).__name__}, not a mapping"
-    if not is_weights(learner.get("online")):
-        return "its learner.online is not a network's weights, a mapping of names to tensors"
-    return None
+    if not isinstance(state["config"], dict):
+        wrong = f"its config is a {type(state['config']).__name__}, not a mapping"
+    elif not isinstance(learner, dict):
+        wrong = f"its learner is a {type(learner).__name__}, not a mapping"
+    elif not is_weights(learner.get("online")):
+        wrong = "its learner.online is not a network's weights, a mapping of names to tensors"
+    else:
+        return state
+    raise CheckpointError(f"{path}: not an rlrun checkpoint ({wrong})")
 
 
 def is_weights(value: object) -> TypeGuard[dict[str, torch.Tensor]]:

@@ -8,9 +8,9 @@ from the run's config:
 
 Agent k is, step for step, the single run whose config is the run's config with entry k's values (its
 `agent_configs(cfg)[k]`); a key an entry leaves out keeps the run's value, a left-out `seed` is
-`seed + k`. Only the algorithm's batchable keys (`batchable(cfg)`) may differ: they change numbers inside
-the batched update (a learning rate per optimizer param group, a discount per sub-env, ...) but not the
-shapes of the computation.
+`seed + k`. Only the algorithm's batchable keys (its `batchable`, rlrun.algos) may differ: they change
+numbers inside the batched update (a learning rate per optimizer param group, a discount per sub-env, ...)
+but not the shapes of the computation.
 Everything else (network, batch size, env, buffer size, n-step, update frequency) would need separate
 tensors, so jobs that differ there run as separate batched processes (hydra/launcher=batched).
 
@@ -40,11 +40,6 @@ DIR_KEY = "dir"
 LR_KEYS = ("optimizer.lr", "algo.lr_end_factor")  # per-agent values of these need per-agent param groups
 
 
-def batchable(cfg: DictConfig) -> tuple[str, ...]:
-    """The keys that may differ between this run's agents: its algorithm's (rlrun.algos)."""
-    return algorithm(cfg.algo).batchable
-
-
 def entries(cfg: DictConfig) -> list[dict[str, Any]]:
     """Each agent's own values (seed always included), without `dir`."""
     listed = cfg.get("agents") or []
@@ -72,9 +67,9 @@ def single_run(cfg: DictConfig) -> dict[str, Any]:
     return plain
 
 
-def agent_config(cfg: DictConfig, values: dict[str, Any], base: dict[str, Any] | None = None) -> DictConfig:
+def agent_config(values: dict[str, Any], base: dict[str, Any]) -> DictConfig:
     """The config of the single run that an agent with these values is (`base`: the run's `single_run`)."""
-    plain = copy.deepcopy(base if base is not None else single_run(cfg))
+    plain = copy.deepcopy(base)
     for key, value in values.items():
         *parents, name = key.split(".")
         node = plain
@@ -88,7 +83,7 @@ def agent_config(cfg: DictConfig, values: dict[str, Any], base: dict[str, Any] |
 
 def agent_configs(cfg: DictConfig) -> list[DictConfig]:
     base = single_run(cfg)
-    return [agent_config(cfg, values, base) for values in entries(cfg)]
+    return [agent_config(values, base) for values in entries(cfg)]
 
 
 def agent_labels(cfg: DictConfig) -> list[str]:
@@ -122,7 +117,7 @@ def check(cfg: DictConfig) -> list[DictConfig]:
         raise ConfigError("seeds", cfg.seeds, "1 with an `agents` list (each entry is one agent; give it a seed)")
     if len(listed) < 2:
         raise ConfigError("agents", OmegaConf.to_container(listed), "2 or more entries (one agent is a plain run)")
-    allowed = batchable(cfg)
+    allowed = algorithm(cfg.algo).batchable
     for k, entry in enumerate(listed):
         if not isinstance(entry, DictConfig):
             raise ConfigError(f"agents[{k}]", entry, "a mapping of per-agent values: {seed: 1, optimizer.lr: 1e-3}")
@@ -235,12 +230,6 @@ def agent_param_groups(
     return groups
 
 
-def group_agents(group: dict[str, Any], agents: int) -> range:
-    """The agents an optimizer param group steps (all of them for a plain optimizer's one group)."""
-    first, end = group.get("agents", (0, agents))
-    return range(first, end)
-
-
 def link_view_grads(optimizer: torch.optim.Optimizer, stacked: Sequence[torch.nn.Parameter]) -> None:
     """Before each step, point every agent's views at its slice of the stacked gradients; after it, drop
     the stacked gradients (the optimizer's `zero_grad` only clears the views)."""
@@ -266,7 +255,7 @@ def dir_plan(cfg: DictConfig) -> tuple[list[str], Callable[[int], dict], bool]:
     base, values = single_run(cfg), entries(cfg)
 
     def expected(k: int) -> dict:
-        return OmegaConf.to_container(agent_config(cfg, values[k], base))  # type: ignore[return-value]
+        return OmegaConf.to_container(agent_config(values[k], base))  # type: ignore[return-value]
 
     return agent_names(cfg), expected, bool(cfg.get("agents"))
 

@@ -24,6 +24,7 @@ import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 import rlrun.storage.agent_dirs
+import rlrun.storage.rundir
 import rlrun.training.agents
 from rlrun.algos import algorithm
 from rlrun.config.replay_memory import stored_obs_itemsize
@@ -281,7 +282,8 @@ def population(cfg: DictConfig, out_dir: Path, reward_threshold: float | None, r
         return Population(out_dir, seeds, cfg.env.num_envs, [logger], labels=labels)
     # Checked and owned before anything is written: inside the run, never through a link, never another run's.
     dirs = rlrun.storage.agent_dirs.check(*rlrun.training.agents.dir_plan(cfg), out_dir, new=resume_step is None)
-    rlrun.storage.agent_dirs.claim(dirs)
+    for agent_dir in dirs:  # owned for the rest of the process, as the run directory is
+        rlrun.storage.rundir.claim(agent_dir)
     configs, entries = rlrun.training.agents.agent_configs(cfg), rlrun.training.agents.entries(cfg)
     overrides = run_overrides(out_dir) if resume_step is None else []
     loggers = []
@@ -303,4 +305,4 @@ def population(cfg: DictConfig, out_dir: Path, reward_threshold: float | None, r
             )
         )
     pbt = rlrun.training.agents.make_pbt(cfg, lambda key, found: check_explored(cfg, key, found))
-    return Population(out_dir, seeds, cfg.env.num_envs, loggers, dirs, labels, pbt)
+    return Population(out_dir, seeds, cfg.env.num_envs, loggers, labels, pbt)

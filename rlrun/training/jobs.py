@@ -26,7 +26,6 @@ from rlrun.storage.bounded import FileRefused
 def refused(error: BaseException) -> bool:
     """A refusal (bad config, a run directory that holds a run or is in use, an unloadable checkpoint).
     The checkpoint module (torch) is imported here, not at the top: the command line and `--help` stay fast."""
-    # torch only when a job's checkpoint fails, not on the CLI's other paths
     from rlrun.storage.checkpoint import CheckpointError
 
     return isinstance(error, (ConfigError, CheckpointError, rundir.RunDirError, FileRefused, run_summary.DamagedJob))

@@ -35,7 +35,6 @@ from rlrun.replay.prioritized import Prioritized
 from rlrun.replay.rollout import Rollout
 from rlrun.storage import checkpoint as ckpt, rundir
 from rlrun.training import trainer_state
-from rlrun.training.agents import group_agents
 from rlrun.training.evaluation import evaluate
 from rlrun.training.graphs import GraphedActor, GraphedUpdates
 from rlrun.training.parts import LoopSettings, Parts, group_lrs, set_group_lrs
@@ -189,9 +188,7 @@ class Trainer:
             per_agent["replay/size"] = buffer.sizes.tolist()
         groups = learner.optimizer.param_groups
         if "agents" in groups[0]:  # an lr per agent (rlrun.training.agents.agent_param_groups)
-            per_agent["charts/learning_rate"] = [
-                float(g["lr"]) for g in groups for _ in group_agents(g, self.population.agents)
-            ]
+            per_agent["charts/learning_rate"] = [float(g["lr"]) for g in groups for _ in range(*g["agents"])]
         if p.frames is not None:
             p.frames.check(buffer)
         self.population.log(step, common, per_agent)
@@ -242,7 +239,7 @@ class Trainer:
         if self.pbt is not None:  # frozen and ranked last: the next PBT round replaces it
             return self.pbt.take_failures(learner, step)
         for k, reason, state in learner.failures:
-            population.stop_agent(k, step, f"{reason} (update {learner.updates + 1})", state, learner.online)
+            population.stop_agent(k, step, f"{reason} (update {learner.updates + 1})", state)
         learner.failures.clear()
         if len(population.failed) == population.agents:
             raise NonFiniteError(f"every agent turned non-finite (the last at env step {step})")

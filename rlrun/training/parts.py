@@ -55,7 +55,7 @@ class LoopSettings:
     epsilon_end: float | list[float]
     epsilon_duration: int | list[int]
     log_interval: int
-    progress_interval: int  # env steps between the console's progress lines
+    progress_interval: float  # seconds between the plain progress lines (rlrun.training.population.ProgressLines)
     eval_interval: int  # 0: no evaluation
     checkpoint_every: int  # 0: only at the end and on a signal
     checkpoint_replay: bool

@@ -129,8 +129,7 @@ class PBT:
 
     # --- rounds ------------------------------------------------------------------------------------------
     def fitness(self, population: Agents) -> list[float]:
-        use_eval = self.fitness_kind == "eval" or (self.fitness_kind == "auto" and self.eval_fitness is not None)
-        if use_eval and self.eval_fitness is not None:
+        if self.eval_fitness is not None and self.fitness_kind in ("eval", "auto"):
             found: list[float | None] = list(self.eval_fitness)
         else:
             found = [self.training_fitness(k, lg) for k, lg in enumerate(population.loggers)]
@@ -190,13 +189,12 @@ class PBT:
         log.info(f"rlrun: PBT at env step {step:,}: {', '.join(copied)}")
 
     def copy(self, learner: UpdateStep, src: int, dst: int) -> None:
-        """Agent dst becomes agent src: online and target weights, optimizer state, the explored values."""
+        """Agent dst becomes agent src: online and target weights, optimizer state (its explored values are
+        src's explored: `round`)."""
         for net in (learner.online, learner.target):
             if net is not None:
                 copy_agent(net, src, dst, self.agents)
         copy_optimizer_state(learner.optimizer, src, dst, self.agents)
-        for key in self.space:
-            self.values[key][dst] = self.values[key][src]
         if learner.failed is not None:
             learner.failed[dst] = False  # a frozen (non-finite) agent trains again as its copy
         self.diverged.discard(dst)

@@ -99,8 +99,8 @@ class ProgressLines:
 
 
 class Population:
-    """`seeds` (one per agent), `num_envs` sub-envs per agent, one `RunLogger` per agent and, with K > 1,
-    each agent's directory and name (`dirs`, `labels`; default `<out_dir>/seed=<S>`, `seed=<S>`).
+    """`seeds` (one per agent), `num_envs` sub-envs per agent, one `RunLogger` per agent (writing into the
+    agent's directory) and, with K > 1, each agent's name (`labels`; default `seed=<S>`).
 
     An agent whose update turned non-finite is stopped alone (`stop_agent`): its files are closed with
     status `failed` and a `nonfinite.pt`, it logs nothing more, and the others train on."""
@@ -111,7 +111,6 @@ class Population:
         seeds: Sequence[int],
         num_envs: int,
         loggers: Sequence[RunLogger],
-        dirs: Sequence[Path] | None = None,
         labels: Sequence[str] | None = None,
         pbt: PBT | None = None,
     ):
@@ -122,7 +121,6 @@ class Population:
         for lg in self.loggers:  # the agents share the process: one start, one end (finish), one wall time
             lg.start_time = start
         self.agent_of_env = np.arange(self.agents * num_envs) // num_envs  # vector env index -> agent
-        self.dirs = [Path(d) for d in dirs] if dirs is not None else [self.out_dir / f"seed={s}" for s in self.seeds]
         self.labels = list(labels) if labels is not None else [f"seed={s}" for s in self.seeds]
         self.failed: dict[int, str] = {}  # agent -> why it stopped
         self.failed_summaries: dict[int, Summary] = {}
@@ -134,9 +132,6 @@ class Population:
         the progress bar does not show."""
         if self.loggers[0].bar.disable:
             self.lines = ProgressLines(total_steps, start_step, interval, self.num_envs)
-
-    def dir(self, k: int) -> Path:
-        return self.out_dir if self.agents == 1 else self.dirs[k]
 
     def env_seeds(self) -> list[int]:
         """Seeds of all sub-envs: agent k's i-th env gets seed_k + i."""
@@ -189,19 +184,18 @@ class Population:
         if line is not None:
             log.info(line)
 
-    def stop_agent(
-        self, k: int, step: int, reason: str, state: dict[str, dict[str, torch.Tensor]], online: QNet
-    ) -> None:
+    def stop_agent(self, k: int, step: int, reason: str, state: dict[str, dict[str, torch.Tensor]]) -> None:
         """Agent k's update turned non-finite: its state before that update goes to its own `nonfinite.pt`,
         its model.pt and summary.json (status `failed`, with `error`) are written, and it stops logging."""
-        where = self.dir(k) / "nonfinite.pt"
+        lg = self.loggers[k]
+        where = lg.out_dir / "nonfinite.pt"
         with rundir.open_atomic(where) as f:
             torch.save(state, f)
         message = f"{reason} at env step {step}; the state before this update is in {where}"
         self.failed[k] = message
-        with rundir.open_atomic(self.dir(k) / "model.pt") as f:
+        with rundir.open_atomic(lg.out_dir / "model.pt") as f:
             torch.save(state["online"], f)
-        self.failed_summaries[k] = self.loggers[k].close(step, "failed", {"error": message, **self.shared()})
+        self.failed_summaries[k] = lg.close(step, "failed", {"error": message, **self.shared()})
 
     def shared(self) -> dict[str, int]:
         """In each agent's summary of a batched run: how many agents shared the process (and its wall time)."""
@@ -216,10 +210,10 @@ class Population:
         now = time.perf_counter()  # before any agent's files are written: every agent's wall time ends here
         for k, lg in enumerate(self.loggers):
             if k in self.failed:  # stopped in this session, or in an earlier one of a resumed run
-                summaries[k] = self.failed_summaries.get(k) or run_summary.read(self.dir(k))
+                summaries[k] = self.failed_summaries.get(k) or run_summary.read(lg.out_dir)
                 continue
             state = online.state_dict() if self.agents == 1 else cast("StackedQNet", online).agent_state_dict(k)
-            with rundir.open_atomic(self.dir(k) / "model.pt") as f:
+            with rundir.open_atomic(lg.out_dir / "model.pt") as f:
                 torch.save(state, f)
             summaries[k] = lg.close(step, status, {**extra, **self.shared()}, now=now)
             if plot_title is not None:

@@ -43,13 +43,9 @@ def _stop_now(signum: int, frame: FrameType | None) -> None:
         message = f"sweep stopped by {name}{where}; the jobs it ran are kept. {continue_sweep(rundir)}"
         code: int = Exit.STOPPED
     elif kept and rundir is not None:  # (kept paths are owned ones: rundir is imported)
-        message, code = (
-            (
-                f"stopped by {name}; the last checkpoint in {kept[0]} is kept. Continue with: "
-                f"{rundir.resume_command(kept[0])}"
-            ),
-            Exit.STOPPED,
-        )
+        resume = rundir.resume_command(kept[0])
+        message = f"stopped by {name}; the last checkpoint in {kept[0]} is kept. Continue with: {resume}"
+        code = Exit.STOPPED
     elif in_sweep:
         message, code = f"sweep stopped by {name}; the jobs it ran are kept", 128 + signum
     else:

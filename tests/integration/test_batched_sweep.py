@@ -17,6 +17,7 @@ from launch import run_module
 from omegaconf import OmegaConf
 from test_batched import SHORT as BATCHED_SHORT
 
+from rlrun.algos import algorithm
 from rlrun.algos.dqn import dqn_learner
 from rlrun.algos.exploration import agent_epsilons
 from rlrun.errors import ConfigError
@@ -366,6 +367,6 @@ def test_values_read_from_the_entries_equal_the_agents_composed_configs(compose,
     extra = ["buffer=per"] if variant == "per" else []
     cfg = compose(*extra, f"agents=[{','.join(map(flow, AGENTS[variant]))}]")
     configs = agents.agent_configs(cfg)
-    for key in agents.batchable(cfg):
+    for key in algorithm(cfg.algo).batchable:
         if OmegaConf.select(cfg, key, default="<absent>") != "<absent>":
             assert agents.values(cfg, key) == agents.per_agent(configs, key), key
