@@ -30,11 +30,12 @@ def fail(message: str, code: int = Exit.BAD_INPUT, *, command: str = "rlrun") ->
 
 
 class ConfigError(ValueError):
-    """A config value is out of range or inconsistent; the message names the key and what is allowed."""
+    """A config value is out of range or inconsistent; the message names the key and what is allowed
+    (`message`: a subclass's own wording instead)."""
 
-    def __init__(self, key: str, value: object, allowed: str):
+    def __init__(self, key: str, value: object, allowed: str, message: str | None = None):
         self.key, self.value, self.allowed = key, value, allowed
-        super().__init__(f"Invalid config value {key}={value!r}: allowed {allowed}.")
+        super().__init__(message or f"Invalid config value {key}={value!r}: allowed {allowed}.")
 
 
 class UnknownKeyError(ConfigError):
@@ -48,8 +49,7 @@ class UnknownKeyError(ConfigError):
             if near
             else f"the keys here are {', '.join(known)}"
         )
-        ValueError.__init__(self, f"Unknown config key {key} ({hint})")
-        self.key, self.value, self.allowed = key, value, ", ".join(known)
+        super().__init__(key, value, ", ".join(known), f"Unknown config key {key} ({hint})")
 
 
 class FinishedRunError(ConfigError):
@@ -64,24 +64,23 @@ class FinishedRunError(ConfigError):
             else f"it trained {step:,} env steps of total_steps={total_steps:,}; to train it further, resume it "
             "with a budget above the steps trained"
         )
-        ValueError.__init__(
-            self,
-            f"{run_dir} is finished: {trained}, e.g. python -m rlrun.resume {run_dir} "
-            f"total_steps={2 * max(step, total_steps)}",
+        example = f"python -m rlrun.resume {run_dir} total_steps={2 * max(step, total_steps)}"
+        super().__init__(
+            "total_steps", total_steps, f"more than {step}", f"{run_dir} is finished: {trained}, e.g. {example}"
         )
-        self.key, self.value, self.allowed = "total_steps", total_steps, f"more than {step}"
 
 
 class SolvedRunError(ConfigError):
     """A resume of a run that `stop_on_solve` stopped: it says so, and how to train it on."""
 
     def __init__(self, run_dir: str, step: int):
-        ValueError.__init__(
-            self,
-            f"{run_dir} is finished: stop_on_solve=true stopped it when solved, at env step {step:,}; to train it "
-            f"further, resume it with python -m rlrun.resume {run_dir} stop_on_solve=false",
+        how = f"to train it further, resume it with python -m rlrun.resume {run_dir} stop_on_solve=false"
+        super().__init__(
+            "stop_on_solve",
+            True,
+            "false",
+            f"{run_dir} is finished: stop_on_solve=true stopped it when solved, at env step {step:,}; {how}",
         )
-        self.key, self.value, self.allowed = "stop_on_solve", True, "false"
 
 
 class NonFiniteError(FloatingPointError):

@@ -22,7 +22,7 @@ import os
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -48,6 +48,11 @@ BOOLEANS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "n
 COMMAND = "rlrun.evaluate"  # leads each line of `fail`
 
 
+def refuse(message: str, code: int = Exit.BAD_INPUT) -> NoReturn:
+    """`fail` as this command: one line on stderr, led by its name, and exit `code`."""
+    fail(message, code, command=COMMAND)
+
+
 def parse(argv: list[str]) -> tuple[Path, dict[str, Any]]:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)
@@ -56,24 +61,24 @@ def parse(argv: list[str]) -> tuple[Path, dict[str, Any]]:
     for arg in argv[1:]:
         key, sep, value = arg.partition("=")
         if not sep or key not in opts:
-            fail(f"unknown argument {arg!r}; allowed keys: {', '.join(opts)}", Exit.BAD_INPUT, command=COMMAND)
+            refuse(f"unknown argument {arg!r}; allowed keys: {', '.join(opts)}")
         if key in ("episodes", "seed"):
             try:
                 opts[key] = int(value)
             except ValueError:
-                fail(f"{key} must be an integer, got {value!r}", Exit.BAD_INPUT, command=COMMAND)
+                refuse(f"{key} must be an integer, got {value!r}")
         elif key == "video":
             if value.lower() not in BOOLEANS:
-                fail(f"video must be one of {', '.join(BOOLEANS)}, got {value!r}", Exit.BAD_INPUT, command=COMMAND)
+                refuse(f"video must be one of {', '.join(BOOLEANS)}, got {value!r}")
             opts[key] = BOOLEANS[value.lower()]
         else:
             opts[key] = value
     if opts["episodes"] < 1:
-        fail(f"episodes must be >= 1, got {opts['episodes']}", Exit.BAD_INPUT, command=COMMAND)
+        refuse(f"episodes must be >= 1, got {opts['episodes']}")
     if not 0 <= opts["seed"] < 2**32:
-        fail(f"seed must be in [0, {2**32 - 1}], got {opts['seed']}", Exit.BAD_INPUT, command=COMMAND)
+        refuse(f"seed must be in [0, {2**32 - 1}], got {opts['seed']}")
     if opts["device"] not in ("auto", "cpu", "cuda"):
-        fail(f"device must be one of auto, cpu, cuda, got {opts['device']!r}", Exit.BAD_INPUT, command=COMMAND)
+        refuse(f"device must be one of auto, cpu, cuda, got {opts['device']!r}")
     return Path(argv[0]), opts
 
 
@@ -146,11 +151,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             video_dir = out_dir / "videos" / datetime.now().strftime(f"seed{opts['seed']}_%Y-%m-%d_%H-%M-%S-%f")
         returns, videos = play(found, opts, device, video_dir)
     except (ConfigError, ckpt.CheckpointError, rundir.RunDirError) as e:
-        fail(str(e), Exit.BAD_INPUT, command=COMMAND)
+        refuse(str(e))
     except RuntimeError as e:  # weights of another shape than the config's network
-        fail(
-            f"the weights in {path} do not fit their config: {str(e).splitlines()[0]}", Exit.BAD_INPUT, command=COMMAND
-        )
+        refuse(f"the weights in {path} do not fit their config: {str(e).splitlines()[0]}")
     result = {
         "time": datetime.now().isoformat(timespec="seconds"),
         "source": str(path),
@@ -172,13 +175,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         rundir.append_line(out_dir / "evaluations.jsonl", json.dumps(result))  # every call kept
         rundir.write_text(out_dir / "evaluation.json", json.dumps(result, indent=2) + "\n")  # the latest
     except rundir.RunDirError as e:
-        fail(f"the results above were not saved: {e}", Exit.CANNOT_WRITE, command=COMMAND)
+        refuse(f"the results above were not saved: {e}", Exit.CANNOT_WRITE)
     except OSError as e:
-        fail(
-            f"the results above were not saved: cannot write to {out_dir} ({e.strerror or e})",
-            Exit.CANNOT_WRITE,
-            command=COMMAND,
-        )
+        refuse(f"the results above were not saved: cannot write to {out_dir} ({e.strerror or e})", Exit.CANNOT_WRITE)
     return result
 
 
@@ -186,11 +185,7 @@ def check_video_extra() -> None:
     """Before anything is played: video=true needs moviepy (and pygame for most envs' frames)."""
     missing = [m for m in ("moviepy", "pygame") if importlib.util.find_spec(m) is None]
     if missing:
-        fail(
-            f"video=true needs the video extra (pip install -e '.[video]'): {', '.join(missing)} missing",
-            Exit.BAD_INPUT,
-            command=COMMAND,
-        )
+        refuse(f"video=true needs the video extra (pip install -e '.[video]'): {', '.join(missing)} missing")
 
 
 def play(found: policy.Saved, opts: dict[str, Any], device: torch.device, video_dir: Path | None = None):

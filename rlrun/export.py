@@ -39,9 +39,14 @@ USAGE = (
 COMMAND = "rlrun.export"  # leads each line of `fail`
 
 
+def refuse(message: str, code: int = Exit.BAD_INPUT) -> NoReturn:
+    """`fail` as this command: one line on stderr, led by its name, and exit `code`."""
+    fail(message, code, command=COMMAND)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints the usage first)
-        fail(f"{message}; usage: {USAGE}", Exit.BAD_INPUT, command=COMMAND)
+        refuse(f"{message}; usage: {USAGE}")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -111,21 +116,13 @@ def main(argv: list[str] | None = None) -> None:
     console.guard()  # `| head -1`, a full or closed stdout: the export is written all the same
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.format == "onnx" and importlib.util.find_spec("onnx") is None:
-        fail(
-            "--format onnx needs the export extra (pip install -e '.[export]'): onnx is not installed",
-            Exit.BAD_INPUT,
-            command=COMMAND,
-        )
+        refuse("--format onnx needs the export extra (pip install -e '.[export]'): onnx is not installed")
     try:
         target = export(args.run, args.format, args.out, args.env_id)
     except (ConfigError, ckpt.CheckpointError, rundir.RunDirError) as e:
-        fail(str(e), Exit.BAD_INPUT, command=COMMAND)
+        refuse(str(e))
     except OSError as e:
-        fail(
-            f"cannot write the export: {e.strerror or e} ({e.filename or args.out or args.run})",
-            Exit.CANNOT_WRITE,
-            command=COMMAND,
-        )
+        refuse(f"cannot write the export: {e.strerror or e} ({e.filename or args.out or args.run})", Exit.CANNOT_WRITE)
     print(f"wrote {target} ({args.format}: float observations (B, *obs_shape) -> Q-values (B, A))")
 
 

@@ -6,7 +6,7 @@
     policy.q_values(obs)                   # (B, A) Q-values (numpy float32), whatever the head
     policy.config, policy.device, policy.to("cuda"), policy.network (the torch module)
 
-Loading is rlrun.evaluate's own (it calls `read_saved`, `without_logging` and `q_network` below): the same
+Loading is rlrun.evaluate's own (it calls `read_saved` and `q_network` below): the same
 files are accepted, nothing read chooses which code runs (weights load with `weights_only=True`; the saved
 config is checked by `rlrun.config.saved` and rebuilt on rlrun's schemas, so a saved `module:` env id is refused
 unless `env_id=` repeats it), and the network is built for the env's spaces as training built it. Greedy

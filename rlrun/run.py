@@ -76,11 +76,9 @@ def train_group(cfg: DictConfig, group_dir: Path, resume: dict | None = None) ->
 def _as_checkpointed(cfg: DictConfig, resume: dict | None) -> DictConfig:
     """The config the parts are built from: the envs made as the checkpoint's were, whatever `auto` picks
     today (the run's config, its agents' and its checkpoints' keep `auto`)."""
-    vectorization = (
-        cfg.env.vectorization
-        if resume is None
-        else checkpointed_vectorization(cfg.env.vectorization, resume.get("envs"))
-    )
+    if resume is None:
+        return cfg
+    vectorization = checkpointed_vectorization(cfg.env.vectorization, resume.get("envs"))
     if vectorization == cfg.env.vectorization:
         return cfg
     cfg = copy.deepcopy(cfg)
