@@ -45,16 +45,8 @@ def _size(n: int) -> str:
     return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+# What a file that is not a regular one is, by its type's letter in `stat.filemode`
+_KINDS = {"d": "a directory", "p": "a FIFO", "c": "a device", "b": "a device", "s": "a socket"}
 
 
 def open_regular(path: Path | str, limit: int | None) -> IO[bytes]:
@@ -66,7 +58,8 @@ def open_regular(path: Path | str, limit: int | None) -> IO[bytes]:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        raise FileRefused(path, f"is {_kind(info.st_mode)}, not a regular file; rlrun reads only regular files")
+        kind = _KINDS.get(stat.filemode(info.st_mode)[0], "not a regular file")
+        raise FileRefused(path, f"is {kind}, not a regular file; rlrun reads only regular files")
     if limit is not None and info.st_size > limit:
         os.close(fd)
         raise FileRefused(path, f"is larger than {_size(limit)} ({info.st_size} bytes): rlrun never writes one so big")

@@ -146,9 +146,7 @@ class PBT:
             self.values = {key: [self.sample(key) for _ in range(self.agents)] for key in self.space}
         self.apply(loop, list(range(self.agents)))
         for k in range(self.agents):
-            self.events.append(
-                [0, self.labels[k], self.labels[k], "", "", *(self.values[key][k] for key in self.space)]
-            )
+            self.record(0, k, k)
         self.write(loop.out_dir)
         self.log_values(loop.population, 0, None)
 
@@ -171,16 +169,7 @@ class PBT:
                 self.eval_fitness[dst] = self.eval_fitness[src]
             for key in self.space:
                 self.values[key][dst] = self.explore(key, self.values[key][src])
-            self.events.append(
-                [
-                    step,
-                    self.labels[dst],
-                    self.labels[src],
-                    fit[dst],
-                    fit[src],
-                    *(self.values[k][dst] for k in self.space),
-                ]
-            )
+            self.record(step, dst, src, fit[dst], fit[src])
             copied.append(f"{self.labels[dst]}<-{self.labels[src]}")
         self.apply(loop, bottom)
         self.write(loop.out_dir)
@@ -210,6 +199,11 @@ class PBT:
             raise NonFiniteError(f"every agent turned non-finite (the last at env step {step})")
 
     # --- records -----------------------------------------------------------------------------------------
+    def record(self, step: int, dst: int, src: int, fit: float | str = "", src_fit: float | str = "") -> None:
+        """A row of pbt.csv: agent dst's values from `step` on, copied from src (at step 0 its own first ones)."""
+        values = [self.values[key][dst] for key in self.space]
+        self.events.append([step, self.labels[dst], self.labels[src], fit, src_fit, *values])
+
     def write(self, out_dir: Path) -> None:
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
