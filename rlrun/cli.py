@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import io
-import os
 import sys
 import tokenize
 import typing
@@ -90,9 +89,7 @@ def main() -> None:
                 print_help(args)
             except ConfigError as e:
                 fail(str(e), Exit.BAD_INPUT)
-            except BrokenPipeError:  # `--help | head`: the reader has what it wanted
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-            return
+            return  # `--help | head`: the guarded console drops what the reader left
         try:
             plan = preflight.plan(args)
             if plan is None:

@@ -207,9 +207,7 @@ def finish(
     commands: list[str],
 ) -> None:
     line = decide.verdict(looks[-1], metric, threshold, looks[-1].round, budget)  # round 0: existing runs
-    curves = pd.DataFrame()
-    if tables:
-        curves = pd.concat([arms.curves(t, f"{arm}: {arm_names[arm]}") for arm, t in tables.items()], ignore_index=True)
+    curves = pd.concat([arms.curves(t, f"{arm}: {arm_names[arm]}") for arm, t in tables.items()], ignore_index=True)
     left = [x for t in tables.values() for x in t.attrs.get("left_out", [])]
     try:
         written = output.write(
@@ -267,9 +265,9 @@ def decide_folders(a: Path, b: Path, metric: str, alpha: float, root: Path, comm
     for arm, t in tables.items():
         if t.empty:
             raise BadInput(f"{arm}={a if arm == 'A' else b}: no finished run there")
-    envs = {arm: set(t["env"]) for arm, t in tables.items()}
-    if len(envs["A"] | envs["B"]) > 1:
-        raise BadInput(f"the folders hold runs of several envs ({', '.join(sorted(envs['A'] | envs['B']))})")
+    envs = {env for t in tables.values() for env in t["env"]}
+    if len(envs) > 1:
+        raise BadInput(f"the folders hold runs of several envs ({', '.join(sorted(envs))})")
     thresholds = {float(x) for t in tables.values() for x in t["threshold"].dropna()}
     threshold = min(thresholds) if thresholds else None
     if metric in ("solved", "steps") and len(thresholds) > 1:

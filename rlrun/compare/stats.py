@@ -23,6 +23,7 @@ from scipy.stats import binomtest
 
 EXACT_SIGN_FLIPS = 16  # up to this many pairs the sign-flip test enumerates all 2^n flips; above, it samples
 SIGN_FLIP_DRAWS = 100_000  # sampled flips: a p-value as small as 1e-5, below the first looks' levels
+BOOTSTRAP_DRAWS = 10_000  # resamples of the seeds for a paired-bootstrap interval, from seed 0: reproducible
 
 ALPHA = 0.05  # a setting wins only with a two-sided p below this
 
@@ -39,12 +40,10 @@ def rate_interval(solved: int, n: int) -> tuple[float, float]:
     return float(ci.low), float(ci.high)
 
 
-def bootstrap_difference(
-    a: Sequence[bool], b: Sequence[bool], draws: int = 10_000, seed: int = 0
-) -> tuple[float, float]:
+def bootstrap_difference(a: Sequence[bool], b: Sequence[bool]) -> tuple[float, float]:
     """95% paired-bootstrap interval of rate(b) - rate(a): seeds resampled with replacement, both kept paired."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    idx = np.random.default_rng(seed).integers(0, len(x), size=(draws, len(x)))
+    idx = np.random.default_rng(0).integers(0, len(x), size=(BOOTSTRAP_DRAWS, len(x)))
     diffs = y[idx].mean(axis=1) - x[idx].mean(axis=1)
     low, high = np.percentile(diffs, [2.5, 97.5])
     return float(low), float(high)
@@ -108,13 +107,11 @@ def compare(
     )
 
 
-def paired_bootstrap(
-    a: Sequence[float], b: Sequence[float], level: float = 0.95, draws: int = 10_000, seed: int = 0
-) -> tuple[float, float]:
+def paired_bootstrap(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> tuple[float, float]:
     """The `level` paired-bootstrap (percentile) interval of mean(b - a): seeds resampled with replacement,
     each keeping both of its scores."""
     d, scale = scaled_differences(a, b)
-    idx = np.random.default_rng(seed).integers(0, len(d), size=(draws, len(d)))
+    idx = np.random.default_rng(0).integers(0, len(d), size=(BOOTSTRAP_DRAWS, len(d)))
     tail = 100 * (1 - level) / 2
     low, high = np.percentile(d[idx].mean(axis=1), [tail, 100 - tail])
     return float(low * scale), float(high * scale)
@@ -133,16 +130,10 @@ def scaled_differences(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarr
     return y / scale - x / scale, scale
 
 
-def sign_flip_p(
-    a: Sequence[float],
-    b: Sequence[float],
-    draws: int = SIGN_FLIP_DRAWS,
-    seed: int = 0,
-    exact_up_to: int = EXACT_SIGN_FLIPS,
-) -> float:
+def sign_flip_p(a: Sequence[float], b: Sequence[float], draws: int = SIGN_FLIP_DRAWS, seed: int = 0) -> float:
     """Two-sided p-value of the paired sign-flip test of mean(b - a) = 0: the share of the 2^n ways of swapping
     the two scores within seeds whose mean difference is at least as far from 0 as the observed one.
-    Enumerated for up to `exact_up_to` pairs; sampled above, as (1 + hits) / (1 + draws), which keeps the
+    Enumerated for up to `EXACT_SIGN_FLIPS` pairs; sampled above, as (1 + hits) / (1 + draws), which keeps the
     test valid (Phipson and Smyth 2010). A tolerance of 1e-9 of the scale keeps ties ties in floating point.
     The observed signs and their mirror image are always as extreme as the observed, so p is never below
     2 / 2^n (enumerated): 4 pairs cannot decide at 5%. A score that is not a finite number is a ValueError."""
@@ -153,7 +144,7 @@ def sign_flip_p(
     if scale == 0.0:
         return 1.0  # no seed tells the two apart
     tol = 1e-9 * scale
-    if n <= exact_up_to:
+    if n <= EXACT_SIGN_FLIPS:
         signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
         return max(2 / 2**n, float(np.mean(np.abs(signs @ d) / n >= observed - tol)))
     rng = np.random.default_rng(seed)

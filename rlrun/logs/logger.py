@@ -106,7 +106,6 @@ class RunLogger:
         self._redirect = None if self.bar.disable else logging_redirect_tqdm()
         if self._redirect is not None:
             self._redirect.__enter__()
-        self.where: dict[str, Any] = {}  # per backend, where it logged the run (filled by close)
 
     STATE = ("episode", "best_mean", "solved", "last_eval")
 
@@ -223,11 +222,9 @@ class RunLogger:
         self.bar.close()
         if self._redirect is not None:
             self._redirect.__exit__(None, None, None)
-        self.where = {
-            type(sink).__name__.removesuffix("Sink").lower(): sink.close(dict(summary)) for sink in self.sinks
-        }
-        if self.where:
-            summary["logged_to"] = self.where
+        where = {type(sink).__name__.removesuffix("Sink").lower(): sink.close(dict(summary)) for sink in self.sinks}
+        if where:  # per backend, where it logged the run
+            summary["logged_to"] = where
         run_summary.write(self.out_dir, summary)
         self._episodes_file.close()
         return summary

@@ -118,10 +118,8 @@ class MLflowSink:
     def __init__(self, run: SinkRun, tracking_uri: str | None = None, experiment: str | None = None):
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it writes ~/.config/mlflow and calls home
         uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
-        artifacts = sqlite_artifacts(uri) if uri else None
-        shared = not uri
-        if not uri:
-            uri, artifacts = local_store(run)
+        shared = not uri  # the default store, which the runs of an outputs folder share
+        uri, artifacts = (uri, sqlite_artifacts(uri)) if uri else local_store(run)
         self.uri, self.run_id = uri, ""
         self._metrics: list[tuple[str, float, int, int]] = []  # (tag, value, ms since the epoch, step)
         self._sent = time.monotonic()

@@ -32,8 +32,7 @@ class BackendError(ConfigError):
     """A logging backend that cannot take the run's data (exit 2, like any refused setting)."""
 
     def __init__(self, key: str, value: str, why: str, allowed: str):
-        ValueError.__init__(self, f"{key}={value!r}: {why}; use {allowed}")
-        self.key, self.value, self.allowed = key, value, allowed
+        super().__init__(key, value, allowed, f"{key}={value!r}: {why}; use {allowed}")
 
 
 def check_backends(logger: DictConfig | None, probed: dict) -> None:
@@ -74,18 +73,13 @@ def mlflow_problem(uri: str) -> str | None:
         path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else ""
         return _writable(Path(unquote(path)), file=True) if path else None  # "sqlite://": in memory
     if scheme in ("", "file"):
-        if not _file_store_allowed():
+        from mlflow import environment_variables  # the mlflow extra: imported only when logger=mlflow
+
+        allow = getattr(environment_variables, "MLFLOW_ALLOW_FILE_STORE", None)  # MLflow 3.7+; older allow them
+        if allow is not None and not allow.get():
             return "MLflow 3 refuses file stores unless MLFLOW_ALLOW_FILE_STORE=true"
         return _writable(Path(unquote(parsed.path) if scheme else uri), file=False)
     return _ask_server(uri)
-
-
-def _file_store_allowed() -> bool:
-    # the mlflow extra: imported only when logger=mlflow
-    from mlflow import environment_variables
-
-    allow = getattr(environment_variables, "MLFLOW_ALLOW_FILE_STORE", None)  # MLflow 3.7+; older allow them
-    return allow is None or bool(allow.get())
 
 
 def _writable(path: Path, file: bool) -> str | None:
