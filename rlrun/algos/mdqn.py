@@ -119,23 +119,18 @@ class MunchausenLoss:
         return self.loss_fn(q, target, reduction="none"), q, priority
 
 
-def mdqn_learner(
-    online: QNet,
-    optimizer: torch.optim.Optimizer,
-    *,
-    loss: str = "huber",
-    munchausen_alpha: float = 0.9,
-    temperature: float = 0.03,
-    l0: float = -1.0,
-    **update: Any,
-) -> UpdateStep:
-    """An M-DQN learner from plain values: a target net copied from `online`, the Munchausen loss module, and
-    the shared update step (`update`: rlrun.algos.update.UpdateStep's keywords)."""
+M_KEYS = ("loss", "munchausen_alpha", "temperature", "l0")  # MunchausenLoss's settings, MDQNAlgoConfig's keys
+
+
+def mdqn_learner(online: QNet, optimizer: torch.optim.Optimizer, **settings: Any) -> UpdateStep:
+    """An M-DQN learner from plain values: a target net copied from `online`, the Munchausen loss module
+    (`settings` named in M_KEYS: MunchausenLoss's keywords), and the shared update step (the other
+    `settings`: rlrun.algos.update.UpdateStep's keywords)."""
     from rlrun.algos.update import UpdateStep
 
     target = copy.deepcopy(online).requires_grad_(False)
-    mloss = MunchausenLoss(online, target, loss=loss, munchausen_alpha=munchausen_alpha, temperature=temperature, l0=l0)
-    return UpdateStep(online, optimizer, mloss, target=target, **update)
+    mloss = MunchausenLoss(online, target, **{k: settings.pop(k) for k in M_KEYS if k in settings})
+    return UpdateStep(online, optimizer, mloss, target=target, **settings)
 
 
 def make_learner(
@@ -145,7 +140,7 @@ def make_learner(
     generators: list[torch.Generator],
     per_agent: PerAgent,
 ) -> UpdateStep:
-    loss = {k: cfg.algo[k] for k in ("loss", "munchausen_alpha", "temperature", "l0")}  # MunchausenLoss's
+    loss = {k: cfg.algo[k] for k in M_KEYS}
     return mdqn_learner(online, optimizer, **loss, **dqn.update_settings(cfg, generators, per_agent))
 
 

@@ -42,6 +42,24 @@ def clip_threshold(max_grad_norm: float | list[float | None] | None) -> float | 
     return math.inf if max_grad_norm is None else float(max_grad_norm)
 
 
+class Compiled:
+    """`fn` through torch.compile (compiled on first use). Where compiling or running it fails (no compiler
+    toolchain, an unsupported op, ...): one warning, `failed` naming the error, and `fn` itself from then on."""
+
+    def __init__(self, fn: Callable, failed: str, **options: Any):
+        self.fn, self.failed = fn, failed
+        self.compiled: Callable | None = torch.compile(fn, **options)
+
+    def __call__(self, *args: Any) -> Any:
+        if self.compiled is not None:
+            try:
+                return self.compiled(*args)
+            except Exception as e:
+                warnings.warn(self.failed.format(f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"), stacklevel=2)
+                self.compiled = None
+        return self.fn(*args)
+
+
 def buffer_pairs(target: QNet, online: QNet) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The (target, online) buffers that a target sync copies: the persistent ones (noise, which each net
     samples for itself, is not)."""
@@ -102,7 +120,8 @@ class UpdateStep:
         self._setup_acceleration(amp, compile, compile_mode)
         # The optimizer's step compiled (torch.compile, on first use): torch's RMSprop and SGD have no fused
         # kernel, and their per-tensor loops cost a CPU update of the MinAtar net as much as its backward pass.
-        self._optimizer_step = torch.compile(optimizer.step) if compile_optimizer else None
+        failed = "torch.compile of the optimizer step failed ({}); continuing without it"
+        self._optimizer_step = Compiled(optimizer.step, failed) if compile_optimizer else None
         self._buffer_pairs = [] if target is None else buffer_pairs(target, online)
 
     def _setup_acceleration(self, amp: str, compile: bool, compile_mode: str) -> None:
@@ -125,24 +144,11 @@ class UpdateStep:
                     f"device.amp={amp} is not supported on {device_type} ({e}); training in fp32", stacklevel=2
                 )
                 self.amp = "none"
-        self._compiled = None
+        self._compute_loss = self.loss
         if compile:
-            self._compiled = torch.compile(
-                self.loss, mode=None if compile_mode == "default" else compile_mode, dynamic=False
-            )
-
-    def _compute_loss(self, batch: Batch):
-        if self._compiled is not None:
-            try:
-                return self._compiled(batch)
-            except Exception as e:  # no compiler toolchain, an unsupported op, ...
-                warnings.warn(
-                    f"torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
-                    "continuing without compilation",
-                    stacklevel=2,
-                )
-                self._compiled = None
-        return self.loss(batch)
+            mode = None if compile_mode == "default" else compile_mode
+            failed = "torch.compile failed ({}); continuing without compilation"
+            self._compute_loss = Compiled(self.loss, failed, mode=mode, dynamic=False)
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor] | None:
         """One gradient step. Returns detached tensors only: reading them is the caller's sync point.
@@ -253,8 +259,10 @@ class UpdateStep:
         if self._scaler is not None:
             self._scaler.step(self.optimizer)
             self._scaler.update()
+        elif self._optimizer_step is not None and not self.graph_mode:  # a CUDA graph records the eager step
+            self._optimizer_step()
         else:
-            self._step_optimizer()
+            self.optimizer.step()
         if self.graph_mode:  # rlrun.training.graphs counts updates; syncs here only when every update syncs
             if self.target_update_period == 1:
                 self.sync_target()
@@ -262,20 +270,6 @@ class UpdateStep:
             self.updates += 1
             if self.updates % self.target_update_period == 0:
                 self.sync_target()
-
-    def _step_optimizer(self) -> None:
-        if self._optimizer_step is not None and not self.graph_mode:  # a CUDA graph records the eager step
-            try:
-                self._optimizer_step()
-                return
-            except Exception as e:  # no compiler toolchain, an unsupported op, ...
-                warnings.warn(
-                    f"torch.compile of the optimizer step failed ({type(e).__name__}: "
-                    f"{str(e).splitlines()[0][:200]}); continuing without it",
-                    stacklevel=2,
-                )
-                self._optimizer_step = None
-        self.optimizer.step()
 
     def enter_graph_mode(self) -> None:
         """Make `update` recordable as a CUDA graph (rlrun.training.graphs): no host sync inside it, the
