@@ -124,8 +124,7 @@ def integral(overrides: list[str], defaults: DictConfig) -> list[str]:
     out = []
     for override in overrides:
         key, value = split(override)
-        if may_be_integral(override) and not override.startswith("~"):
-            assert value is not None
+        if value is not None and may_be_integral(override) and not override.startswith("~"):
             number = float(value)
             parent, _, name = key.rpartition(".")
             node = OmegaConf.select(defaults, parent) if parent else defaults

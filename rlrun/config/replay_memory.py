@@ -64,9 +64,8 @@ def available_memory() -> int | None:
     found = [int(line.split()[1]) * 1024 for line in text.splitlines() if line.startswith("MemAvailable:")]
     if not found:
         return None
-    available = found[0]
     limit = cgroup_room()
-    return available if limit is None else min(available, limit)
+    return found[0] if limit is None else min(found[0], limit)
 
 
 def cgroup_room() -> int | None:

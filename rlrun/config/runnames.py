@@ -134,7 +134,6 @@ def run_part(overrides: Iterable[str] | None) -> str:
 
 def swept_in(overrides: Iterable[str]) -> set[str]:
     """The keys of `overrides` that are sweeps (`a,b`, `range(...)`, `choice(...)`, `interval(...)`)."""
-
     parsed = OverridesParser.create().parse_overrides([str(o) for o in overrides])
     return {o.key_or_group for o in parsed if o.is_sweep_override()}  # Hydra's key, without +, ++ or ~
 

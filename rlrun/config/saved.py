@@ -191,18 +191,12 @@ def to_yaml(cfg: DictConfig) -> str:
 
 
 def playing_config(cfg: DictConfig, video: bool = False) -> DictConfig:
-    """The config to play a saved run with: no logging backend (`without_logging`); with `video`, an env
-    id that renders frames (`rendering`)."""
-    cfg = without_logging(cfg)
-    return rendering(cfg) if video else cfg
-
-
-def without_logging(cfg: DictConfig) -> DictConfig:
-    """A copy of `cfg`, validated, that logs to no backend: none has to be installed to play a trained agent."""
+    """A copy of `cfg`, validated, to play a saved run with: no logging backend (none has to be installed to
+    play a trained agent); with `video`, an env id that renders frames (`rendering`)."""
     cfg = cfg.copy()
     cfg.logger = OmegaConf.structured(LoggerConfig)
     validate(cfg)
-    return cfg
+    return rendering(cfg) if video else cfg
 
 
 def rendering(cfg: DictConfig) -> DictConfig:

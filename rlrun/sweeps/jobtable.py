@@ -75,13 +75,14 @@ def run_dirs(root: Path) -> list[Path]:
             found.append(Path(top))
     dirs = sorted(found)
     inside = {parent for d in dirs for parent in d.parents}
-    return [d for d in dirs if d not in inside or not _population(d)]
+    return [d for d in dirs if d not in inside or not holds_agents(d)]
 
 
-def _population(run_dir: Path) -> bool:
-    """Whether a run is counted as its agents' directories: `seeds` > 1 or an `agents` list in its config.
-    A single run that holds another run below it (a `hydra.run.dir` chosen inside it) stays a run; so does
-    one whose config cannot be read (the report names it as damaged)."""
+def holds_agents(run_dir: Path) -> bool:
+    """Whether `run_dir` is a batched run whose agents are runs below it, counted as their directories:
+    `seeds` > 1 or an `agents` list in its config. A single run that holds another run below it (a
+    `hydra.run.dir` chosen inside it) stays a run; so does one whose config cannot be read (none there, or
+    damaged: the report names it)."""
     try:
         cfg = bounded.load_yaml(run_dir / ".hydra" / "config.yaml")
     except (bounded.FileRefused, OSError):
@@ -92,11 +93,6 @@ def _population(run_dir: Path) -> bool:
         return True
     seeds, agents = cfg.get("seeds", 1), cfg.get("agents")
     return (isinstance(seeds, int) and seeds > 1) or (isinstance(agents, list) and len(agents) > 0)
-
-
-def holds_agents(run_dir: Path) -> bool:
-    """Whether `run_dir` is a batched run (`seeds=K` or `agents=[...]`) whose agents are runs below it."""
-    return (run_dir / ".hydra" / "config.yaml").is_file() and _population(run_dir)
 
 
 def unfinished(run_dir: Path) -> str:

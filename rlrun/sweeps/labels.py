@@ -30,14 +30,6 @@ def readable(value: str) -> str:
     return f"{number:.6g}" if "." in value or "e" in value.lower() else value
 
 
-def _value(row: dict[str, Any], key: str) -> str:
-    """A key's value in a job as its label shows it: the composed config's where the key is a value there
-    (so 1e-3 and 0.001, false and False are one value), else the override's (a group's option)."""
-    if f"cfg.{key}" in row:
-        return readable(str(row[f"cfg.{key}"]))
-    return readable(str(row["overrides"].get(key, row["choices"].get(key, "(default)"))))
-
-
 def pbt_explored(population_dir: Path) -> list[str] | None:
     """The keys a PBT population explored (its config's `pbt.space` entries with a range), read from the run
     directory its agents sit in; None where that directory holds no PBT population."""
@@ -91,9 +83,15 @@ GROUP_LABELS = {
 
 
 def _setting(row: dict[str, Any], key: str) -> str:
-    """A key's value in a job as its label shows it (`_value`), a config group's from its composed config."""
+    """A key's value in a job as its label shows it: a config group's from its composed config (`GROUP_LABELS`),
+    else the composed config's where the key is a value there (so 1e-3 and 0.001, false and False are one
+    value), else the override's (a group's option)."""
     label = GROUP_LABELS[key](row) if key in GROUP_LABELS else None
-    return label if label is not None else _value(row, key)
+    if label is not None:
+        return label
+    if f"cfg.{key}" in row:
+        return readable(str(row[f"cfg.{key}"]))
+    return readable(str(row["overrides"].get(key, row["choices"].get(key, "(default)"))))
 
 
 def labelled(rows: list[dict[str, Any]]) -> None:
