@@ -144,10 +144,9 @@ def task_config(cfg: DictConfig) -> DictConfig:
 def check_job(task: DictConfig, probed: dict) -> None:
     """What `train` would refuse at its start: values, the env's spaces and pixels, the device, replay
     larger than the memory available (a replay of more than 1 GiB is announced on stderr)."""
-    # the builders only for the memory check of a job that will run
-    from rlrun.training.device import resolve_device
-
     validate(task)
+    from rlrun.training.device import resolve_device  # the builders only for a job that passed its checks
+
     pixels = task.network.encoder != "mlp"  # the device replay will live on, as `train` resolves it
     device = resolve_device("cpu" if task.device.type == "auto" and not pixels else task.device.type, pixels)
     check_backends(task.get("logger"), probed)  # a logging server that does not answer: refused now
