@@ -79,6 +79,9 @@ class Ring:
     STORAGE = ("obs", "next_obs", "actions", "rewards", "discounts", "added_at")
     COUNTERS: tuple[str, ...] = ()  # ring positions and counts, saved in checkpoints
     prioritized = False
+    augment: Callable[[Batch], Batch] | None  # buffer.augment (rlrun.replay.augment), applied to every sample
+    _uniforms: Callable[[int], torch.Tensor]  # (..., B) float64 uniforms from each agent's generator
+    _randint: Callable[[int], torch.Tensor]  # (..., B) slots drawn uniformly from each agent's filled ones
 
     def _allocate(
         self,
@@ -125,6 +128,43 @@ class Ring:
         assert self._dev_sizes is not None
         size = self._dev_sizes if self._dev_sizes.dim() == 0 else self._dev_sizes.unsqueeze(1)
         return torch.minimum((uniforms * size).long(), size - 1)
+
+    def _store(self, where: tuple, obs, next_obs, actions, rewards, discounts, added_at) -> None:
+        """Write transitions at `where`: slot slices, or (agent, slot) index arrays."""
+        values = {
+            "obs": obs,
+            "next_obs": next_obs,
+            "actions": actions,
+            "rewards": rewards,
+            "discounts": discounts,
+            "added_at": added_at,
+        }
+        if self._host_views is not None:
+            for k, v in values.items():
+                self._host_views[k][where] = v.numpy() if isinstance(v, torch.Tensor) else v
+        else:
+            where = tuple(torch.as_tensor(w, device=self.device) if isinstance(w, np.ndarray) else w for w in where)
+            for k, v in values.items():
+                getattr(self, k)[where] = torch.as_tensor(v).to(self.device, non_blocking=True)
+
+    def _sample_indices(self, batch_size: int, beta: Beta) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if self._dev_sizes is not None:  # recorded in a CUDA graph (rlrun.training.graphs)
+            return self._uniform_indices_on_device(self._uniforms(batch_size)), None
+        return self._randint(batch_size), None
+
+    def _batch(self, at, idx: torch.Tensor, weights: torch.Tensor | None, num_added) -> Batch:
+        """The sampled transitions at `at` (`idx`, or (agent rows, idx)), augmented where buffer.augment says."""
+        batch = Batch(
+            self.obs[at],
+            self.actions[at],
+            self.rewards[at],
+            self.next_obs[at],
+            self.discounts[at],
+            idx,
+            weights,
+            num_added - 1 - self.added_at[at],
+        )
+        return batch if self.augment is None else self.augment(batch)
 
     def _filled(self) -> int:
         """Slots in use in the fullest agent's ring."""

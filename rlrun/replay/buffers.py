@@ -70,20 +70,8 @@ class ReplayBuffer(Ring):
             )
         # Contiguous slices: plain copies, cheaper than scattering through an index tensor.
         end = start + n
-        values = {
-            "obs": obs,
-            "next_obs": next_obs,
-            "actions": actions,
-            "rewards": rewards,
-            "discounts": discounts,
-            "added_at": np.arange(self.num_added, self.num_added + n),
-        }
-        if self._host_views is not None:
-            for k, v in values.items():
-                self._host_views[k][start:end] = v.numpy() if isinstance(v, torch.Tensor) else v
-        else:
-            for k, v in values.items():
-                getattr(self, k)[start:end] = torch.as_tensor(v).to(self.device, non_blocking=True)
+        added_at = np.arange(self.num_added, self.num_added + n)
+        self._store((slice(start, end),), obs, next_obs, actions, rewards, discounts, added_at)
         self.pos = end % self.capacity
         self.size = min(self.size + n, self.capacity)
         self.num_added += n
@@ -95,46 +83,17 @@ class ReplayBuffer(Ring):
     def _uniforms(self, batch_size: int) -> torch.Tensor:
         return torch.rand(batch_size, device=self.device, generator=self.generator, dtype=torch.float64)
 
-    def _sample_indices(self, batch_size: int, beta: Beta):
-        if self._dev_sizes is not None:  # recorded in a CUDA graph (rlrun.training.graphs)
-            return self._uniform_indices_on_device(self._uniforms(batch_size)), None
-        idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=self.generator)
-        return idx, None
+    def _randint(self, batch_size: int) -> torch.Tensor:
+        return torch.randint(0, self.size, (batch_size,), device=self.device, generator=self.generator)
 
     def sample(self, batch_size: int, beta: Beta = 1.0) -> Batch:
         idx, weights = self._sample_indices(batch_size, beta)
-        batch = Batch(
-            self.obs[idx],
-            self.actions[idx],
-            self.rewards[idx],
-            self.next_obs[idx],
-            self.discounts[idx],
-            idx,
-            weights,
-            (self.num_added if self._dev_added is None else self._dev_added) - 1 - self.added_at[idx],
-        )
-        return batch if self.augment is None else self.augment(batch)
+        return self._batch(idx, idx, weights, self.num_added if self._dev_added is None else self._dev_added)
 
 
 class PrioritizedReplayBuffer(Prioritized, ReplayBuffer):
-    """Proportional prioritized replay for one agent (rlrun.replay.prioritized)."""
-
-    def __init__(
-        self,
-        capacity: int,
-        obs_shape: Sequence[int],
-        device: torch.device | str = "cpu",
-        obs_dtype: torch.dtype = torch.float32,
-        generator: torch.Generator | None = None,
-        alpha: float = 0.6,
-        beta_start: float = 0.4,
-        beta_anneal_steps: int | None = None,
-        priority_eps: float = 1e-6,
-        augment: str = "none",
-        augment_pad: int = 4,
-    ):
-        super().__init__(capacity, obs_shape, device, obs_dtype, generator, augment, augment_pad)
-        self._setup_priorities(None, alpha, beta_start, beta_anneal_steps, priority_eps)
+    """Proportional prioritized replay for one agent (rlrun.replay.prioritized): `ReplayBuffer`'s arguments,
+    then PER's by name."""
 
 
 class StackedReplayBuffer(Ring):
@@ -184,21 +143,7 @@ class StackedReplayBuffer(Ring):
             raise ValueError(f"{counts.max()} transitions for one agent do not fit a capacity of {self.capacity}")
         rank = np.arange(agent.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)  # order within agent
         slot = (self.pos[agent] + rank) % self.capacity
-        values = {
-            "obs": obs,
-            "next_obs": next_obs,
-            "actions": actions,
-            "rewards": rewards,
-            "discounts": discounts,
-            "added_at": self.num_added[agent] + rank,
-        }
-        if self._host_views is not None:
-            for k, v in values.items():
-                self._host_views[k][agent, slot] = v.numpy() if isinstance(v, torch.Tensor) else v
-        else:
-            a, s = torch.as_tensor(agent, device=self.device), torch.as_tensor(slot, device=self.device)
-            for k, v in values.items():
-                getattr(self, k)[a, s] = torch.as_tensor(v).to(self.device, non_blocking=True)
+        self._store((agent, slot), obs, next_obs, actions, rewards, discounts, self.num_added[agent] + rank)
         self.pos = (self.pos + counts) % self.capacity
         self.sizes = np.minimum(self.sizes + counts, self.capacity)
         self.num_added += counts
@@ -216,55 +161,24 @@ class StackedReplayBuffer(Ring):
             [torch.rand(batch_size, device=self.device, generator=g, dtype=torch.float64) for g in self.generators]
         )
 
-    def _sample_indices(self, batch_size: int, beta: Beta):
-        if self._dev_sizes is not None:  # recorded in a CUDA graph (rlrun.training.graphs)
-            return self._uniform_indices_on_device(self._uniforms(batch_size)), None
-        idx = torch.stack(
+    def _randint(self, batch_size: int) -> torch.Tensor:
+        return torch.stack(
             [
                 torch.randint(0, int(size), (batch_size,), device=self.device, generator=g)
                 for size, g in zip(self.sizes, self.generators)
             ]
         )
-        return idx, None
 
     def sample(self, batch_size: int, beta: Beta = 1.0) -> Batch:
         """(K, batch_size, ...) tensors: row k is agent k's batch."""
         idx, weights = self._sample_indices(batch_size, beta)
-        rows = self._rows
         if self._dev_added is not None:
             num_added = self._dev_added.unsqueeze(1)
         else:
             num_added = torch.as_tensor(self.num_added, device=self.device).unsqueeze(1)
-        batch = Batch(
-            self.obs[rows, idx],
-            self.actions[rows, idx],
-            self.rewards[rows, idx],
-            self.next_obs[rows, idx],
-            self.discounts[rows, idx],
-            idx,
-            weights,
-            num_added - 1 - self.added_at[rows, idx],
-        )
-        return batch if self.augment is None else self.augment(batch)
+        return self._batch((self._rows, idx), idx, weights, num_added)
 
 
 class StackedPrioritizedReplayBuffer(Prioritized, StackedReplayBuffer):
-    """`PrioritizedReplayBuffer` per agent, on stacked storage and one sum tree per agent."""
-
-    def __init__(
-        self,
-        agents: int,
-        capacity: int,
-        obs_shape: Sequence[int],
-        generators: Sequence[torch.Generator],
-        device: torch.device | str = "cpu",
-        obs_dtype: torch.dtype = torch.float32,
-        alpha: float = 0.6,
-        beta_start: float = 0.4,
-        beta_anneal_steps: int | None = None,
-        priority_eps: float = 1e-6,
-        augment: str = "none",
-        augment_pad: int = 4,
-    ):
-        super().__init__(agents, capacity, obs_shape, generators, device, obs_dtype, augment, augment_pad)
-        self._setup_priorities(agents, alpha, beta_start, beta_anneal_steps, priority_eps)
+    """`PrioritizedReplayBuffer` per agent, on stacked storage and one sum tree per agent:
+    `StackedReplayBuffer`'s arguments, then PER's by name (`alpha`, `beta_start`: one value, or one per agent)."""

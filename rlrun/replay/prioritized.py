@@ -11,6 +11,8 @@ in its own agent's tree with its own max priority.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -26,9 +28,17 @@ class Prioritized:
     device: torch.device
     capacity: int
 
-    def _setup_priorities(
-        self, agents: int | None, alpha: float, beta_start: float, beta_anneal_steps: int | None, priority_eps: float
-    ) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        alpha: float = 0.6,
+        beta_start: float = 0.4,
+        beta_anneal_steps: int | None = None,
+        priority_eps: float = 1e-6,
+        **kwargs: Any,
+    ):
+        super().__init__(*args, **kwargs)  # the ring's
+        agents = getattr(self, "agents", None)
         self.alpha, self.beta_start, self.beta_anneal_steps = alpha, beta_start, beta_anneal_steps
         self.priority_eps = priority_eps
         self.tree = SumTree(self.capacity, self.device, trees=agents or 1)
