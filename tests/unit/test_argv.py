@@ -39,3 +39,13 @@ def test_a_line_argparse_refuses_is_left_for_hydra_to_report(capsys):
     assert grouped_argv(["--bogus", "seed=1"]) == ["--bogus", "seed=1"]
     assert grouped_argv(["--cfg", "nothing", "seed=1"]) == ["--cfg", "nothing", "seed=1"]
     assert capsys.readouterr().err == ""  # Hydra prints argparse's usage error, once
+
+
+def test_a_refused_line_with_an_integral_float_is_not_reported_twice(capsys):
+    """`--bogus total_steps=1e5`: the integral-float reading parsed the line a second time with a parser
+    that printed argparse's usage error before Hydra's app printed it again."""
+    from rlrun.config.argv import normalized_argv
+
+    assert normalized_argv(["--bogus", "total_steps=1e5"]) == ["--bogus", "total_steps=1e5"]
+    assert capsys.readouterr().err == ""
+    assert normalized_argv(["total_steps=1e5", "-m"]) == ["--multirun", "total_steps=100000"]
