@@ -164,36 +164,33 @@ def make_learner(
     return dqn_learner(online, optimizer, **td, **update_settings(cfg, generators, per_agent))
 
 
+def head_keys(cfg: DictConfig) -> list[str]:
+    """The network keys set to a head other than the scalar one (C51, QR-DQN, IQN), in this order."""
+    n = cfg.network
+    heads = {
+        "network.num_atoms": n.num_atoms > 1,
+        "network.num_quantiles": n.num_quantiles > 0,
+        "network.tau_embedding_dim": n.tau_embedding_dim > 0,
+    }
+    return [key for key, on in heads.items() if on]
+
+
 def require_scalar_head(cfg: DictConfig, algo: str, noisy: bool = True) -> None:
     """For an algorithm that needs one Q-value per action: refuse the C51, QR-DQN and IQN heads (and noisy
     layers unless `noisy`), naming the key."""
-    n = cfg.network
-    heads = [
-        ("network.num_atoms", n.num_atoms > 1),
-        ("network.num_quantiles", n.num_quantiles > 0),
-        ("network.tau_embedding_dim", n.tau_embedding_dim > 0),
-    ]
     nets = "mlp, dueling, noisy, cnn" if noisy else "mlp, dueling, cnn"
-    for key, on in heads + ([] if noisy else [("network.noisy", n.noisy)]):
-        if on:
-            raise ConfigError(key, cfg_get(cfg, key), f"its default with algo={algo} (a scalar Q-net: {nets})")
+    refused = head_keys(cfg) + ([] if noisy or not cfg.network.noisy else ["network.noisy"])
+    if refused:
+        key = refused[0]
+        raise ConfigError(key, cfg_get(cfg, key), f"its default with algo={algo} (a scalar Q-net: {nets})")
 
 
 def check_head(cfg: DictConfig) -> None:
     """The network's head and the loss it trains with (rlrun.nets.heads): one head kind, its own settings."""
-    n = cfg.network
-    heads = {
-        "num_atoms": n.num_atoms > 1,
-        "num_quantiles": n.num_quantiles > 0,
-        "tau_embedding_dim": n.tau_embedding_dim > 0,
-    }
-    chosen = [key for key, on in heads.items() if on]
+    n, chosen = cfg.network, head_keys(cfg)
     if len(chosen) > 1:
-        raise ConfigError(
-            f"network.{chosen[1]}",
-            cfg_get(cfg, f"network.{chosen[1]}"),
-            f"its off value with network.{chosen[0]} set (C51, QR-DQN and IQN are alternative heads)",
-        )
+        alternatives = f"its off value with {chosen[0]} set (C51, QR-DQN and IQN are alternative heads)"
+        raise ConfigError(chosen[1], cfg_get(cfg, chosen[1]), alternatives)
     if n.num_quantiles > 0 or n.tau_embedding_dim > 0:
         in_range(cfg, "algo.kappa", 0.0, math.inf, hi_open=True)
         for key in ("algo.iqn_taus", "algo.iqn_target_taus", "network.iqn_acting_taus"):

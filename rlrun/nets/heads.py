@@ -30,6 +30,11 @@ def dueling(value: torch.Tensor, advantage: torch.Tensor, action_dim: int) -> to
     return value + advantage - advantage.mean(dim=action_dim, keepdim=True)
 
 
+def at_actions(out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """(..., B, A, P) outputs -> (..., B, P): each transition's at its action (`actions`: (..., B, 1))."""
+    return out.gather(-2, actions.unsqueeze(-1).expand(*actions.shape, out.shape[-1])).squeeze(-2)
+
+
 def next_actions(td: TD, next_obs: torch.Tensor, next_q_target: torch.Tensor) -> torch.Tensor:
     """a* = argmax of the online net (Double DQN) or of the target net, as a (..., B, 1) index."""
     q = td.online(next_obs) if td.double else next_q_target
@@ -84,7 +89,7 @@ class CategoricalHead:
         dz = (v_max - v_min) / (n - 1)
         next_probs = td.target.dist_logits(batch.next_obs).softmax(dim=-1)  # (..., B, A, atoms)
         a_star = next_actions(td, batch.next_obs, (next_probs * support).sum(dim=-1))  # (..., B, 1)
-        p = next_probs.gather(-2, a_star.unsqueeze(-1).expand(*a_star.shape, n)).squeeze(-2)  # (..., B, atoms)
+        p = at_actions(next_probs, a_star)  # (..., B, atoms)
         tz = (batch.rewards.unsqueeze(-1) + batch.discounts.unsqueeze(-1) * support).clamp(v_min, v_max)
         b = (tz - v_min) / dz
         lower, upper = b.floor().long().clamp(0, n - 1), b.ceil().long().clamp(0, n - 1)
@@ -97,8 +102,7 @@ class CategoricalHead:
 
     def loss(self, td: TD, batch: Batch) -> LossTerms:
         logits = td.online.dist_logits(batch.obs)  # (..., B, A, atoms)
-        idx = batch.actions.unsqueeze(-1).unsqueeze(-1).expand(*batch.actions.shape, 1, logits.shape[-1])
-        log_p = logits.gather(-2, idx).squeeze(-2).log_softmax(dim=-1)
+        log_p = at_actions(logits, batch.actions.unsqueeze(-1)).log_softmax(dim=-1)
         elementwise = -(self.target(td, batch) * log_p).sum(dim=-1)  # cross-entropy
         q = (log_p.detach().exp() * td.online.support).sum(dim=-1)
         return elementwise, q, elementwise.detach()
@@ -113,9 +117,6 @@ class QuantileHead:
     def q_values(self, out: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
         return out.mean(dim=-1)
 
-    def __init__(self, quantiles: int = 0):
-        self.quantiles = quantiles
-
     @torch.no_grad()
     def target(self, td: TD, batch: Batch) -> torch.Tensor:
         """r + discount * theta_j(s', a*) for the target net's quantiles theta_j (QR-DQN's fixed N, or
@@ -128,8 +129,7 @@ class QuantileHead:
         else:  # IQN's Q is estimated at its evenly spaced acting fractions, not at the sampled ones
             next_q = td.target(batch.next_obs) if self.implicit else next_quantiles.mean(dim=-1)
         a_star = next_q.argmax(dim=-1, keepdim=True)  # (..., B, 1)
-        idx = a_star.unsqueeze(-1).expand(*a_star.shape, next_quantiles.shape[-1])
-        theta = next_quantiles.gather(-2, idx).squeeze(-2)  # (..., B, N')
+        theta = at_actions(next_quantiles, a_star)  # (..., B, N')
         return batch.rewards.unsqueeze(-1) + batch.discounts.unsqueeze(-1) * theta
 
     def loss(self, td: TD, batch: Batch) -> LossTerms:
@@ -140,8 +140,7 @@ class QuantileHead:
         else:
             quantiles = td.online.quantile_values(batch.obs)
             taus = quantile_midpoints(quantiles.shape[-1], quantiles.device)  # (N,)
-        idx = batch.actions.unsqueeze(-1).unsqueeze(-1).expand(*batch.actions.shape, 1, quantiles.shape[-1])
-        chosen = quantiles.gather(-2, idx).squeeze(-2)  # (..., B, N)
+        chosen = at_actions(quantiles, batch.actions.unsqueeze(-1))  # (..., B, N)
         elementwise = quantile_huber_loss(chosen, self.target(td, batch), taus, td.kappa)
         return elementwise, chosen.detach().mean(dim=-1), elementwise.detach()
 
@@ -161,7 +160,7 @@ def head_for(num_atoms: int, num_quantiles: int, tau_embedding_dim: int) -> Head
     if tau_embedding_dim > 0:
         return ImplicitQuantileHead()
     if num_quantiles > 0:
-        return QuantileHead(num_quantiles)
+        return QuantileHead()
     if num_atoms > 1:
         return CategoricalHead()
     return ScalarHead()

@@ -193,27 +193,25 @@ class VmapQNetwork(nn.Module):
         self.register_buffer("support", first.support.clone(), persistent=False)  # shared by all agents
         self._noisy_layers = [name for name, m in first.named_modules() if isinstance(m, NoisyLinear)]
 
-    def _state(self) -> dict[str, torch.Tensor]:
-        return {f"net.{name}": getattr(self, flat) for name, flat in self._names.items()}
+    def _vmapped(self, *inputs: torch.Tensor) -> torch.Tensor:
+        """The template's forward for each agent: its own stacked tensors, its own rows of each input."""
+
+        def one(state, *x):
+            return torch.func.functional_call(self._template, state, x)
+
+        state = {f"net.{name}": getattr(self, flat) for name, flat in self._names.items()}
+        return torch.func.vmap(one)(state, *inputs)
 
     def dist_logits(self, obs: torch.Tensor) -> torch.Tensor:
         """(K, B, *obs_shape) -> (K, B, A, outputs_per_action)."""
-
-        def one(state, x):
-            return torch.func.functional_call(self._template, state, (x,))
-
-        return torch.func.vmap(one)(self._state(), obs)
+        return self._vmapped(obs)
 
     def quantile_values(self, obs: torch.Tensor, taus: torch.Tensor | None = None) -> torch.Tensor:
         """(K, B, *obs_shape) -> (K, B, A, N) quantiles; IQN's at taus (K, B, N)."""
         if self.tau_embedding_dim == 0:
             return self.dist_logits(obs)
         assert taus is not None, "IQN needs the fractions taus (K, B, N)"
-
-        def one(state, x, t):
-            return torch.func.functional_call(self._template, state, (x, t))
-
-        return torch.func.vmap(one)(self._state(), obs, taus)
+        return self._vmapped(obs, taus)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """(K, B, *obs_shape) -> (K, B, A) Q-values."""

@@ -18,13 +18,21 @@ from torch.nn import functional as F
 from rlrun.nets.networks import FUNCTIONAL, NoisyLinear
 
 
+def stack_parameter(layers: Sequence[nn.Module], name: str) -> nn.Parameter:
+    """The layers' parameter `name` on a leading agent axis: a weight matrix transposed, (K, in, out) for
+    `torch.baddbmm`; a vector as (K, 1, size) rows, which broadcast over the batch."""
+    values = [getattr(layer, name).detach() for layer in layers]
+    if values[0].dim() == 2:
+        return nn.Parameter(torch.stack([v.t() for v in values]).contiguous())
+    return nn.Parameter(torch.stack(values).unsqueeze(1).contiguous())
+
+
 class StackedLinear(nn.Module):
     """K linear layers: weight (K, in, out) (each agent's W transposed), bias (K, 1, out)."""
 
     def __init__(self, layers: Sequence[nn.Linear]):
         super().__init__()
-        self.weight = nn.Parameter(torch.stack([layer.weight.detach().t() for layer in layers]).contiguous())
-        self.bias = nn.Parameter(torch.stack([layer.bias.detach() for layer in layers]).unsqueeze(1).contiguous())
+        self.weight, self.bias = stack_parameter(layers, "weight"), stack_parameter(layers, "bias")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.baddbmm(self.bias, x, self.weight)
@@ -47,8 +55,7 @@ class StackedLayerNorm(nn.Module):
     def __init__(self, layers: Sequence[nn.LayerNorm]):
         super().__init__()
         self.shape, self.eps = layers[0].normalized_shape, layers[0].eps
-        self.weight = nn.Parameter(torch.stack([layer.weight.detach() for layer in layers]).unsqueeze(1).contiguous())
-        self.bias = nn.Parameter(torch.stack([layer.bias.detach() for layer in layers]).unsqueeze(1).contiguous())
+        self.weight, self.bias = stack_parameter(layers, "weight"), stack_parameter(layers, "bias")
         self.register_buffer("unit_weight", torch.ones(self.shape), persistent=False)
         self.register_buffer("zero_bias", torch.zeros(self.shape), persistent=False)
 
@@ -74,16 +81,8 @@ class StackedNoisyLinear(nn.Module):
 
     def __init__(self, layers: Sequence[NoisyLinear]):
         super().__init__()
-        for name in ("weight_mu", "weight_sigma"):
-            setattr(
-                self,
-                name,
-                nn.Parameter(torch.stack([getattr(layer, name).detach().t() for layer in layers]).contiguous()),
-            )
-        for name in ("bias_mu", "bias_sigma"):
-            setattr(
-                self, name, nn.Parameter(torch.stack([getattr(layer, name).detach() for layer in layers]).unsqueeze(1))
-            )
+        for name in ("weight_mu", "weight_sigma", "bias_mu", "bias_sigma"):
+            setattr(self, name, stack_parameter(layers, name))
         self.register_buffer("eps_in", torch.stack([layer.eps_in for layer in layers]), persistent=False)  # (K, in)
         self.register_buffer("eps_out", torch.stack([layer.eps_out for layer in layers]), persistent=False)  # (K, out)
 
