@@ -244,11 +244,6 @@ class QNetwork(nn.Module):
         self.q_head = head_for(num_atoms, num_quantiles, tau_embedding_dim)  # what the outputs mean (rlrun.nets.heads)
         INITS[init](self)
 
-    @property
-    def quantile(self) -> bool:
-        """QR-DQN or IQN: outputs are quantiles of the return, Q their mean."""
-        return self.num_quantiles > 0 or self.tau_embedding_dim > 0
-
     def _input(self, obs: torch.Tensor) -> torch.Tensor:
         return network_input(obs, self.pixels, self.input_divisor, batch_dims=1)
 

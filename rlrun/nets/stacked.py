@@ -59,11 +59,9 @@ class StackedQNetwork(nn.Module):
         first = nets[0]
         if unsupported(first):
             raise ValueError(f"cannot stack this network: {unsupported(first)}")
-        self.agents, self.n_actions, self.dueling = len(nets), first.n_actions, first.dueling
-        self.num_atoms, self.noisy = first.num_atoms, first.noisy
-        self.num_quantiles, self.tau_embedding_dim = first.num_quantiles, first.tau_embedding_dim
-        self.iqn_acting_taus, self.outputs_per_action = first.iqn_acting_taus, first.outputs_per_action
-        self.quantile, self.embed_at, self.q_head = first.quantile, first.embed_at, first.q_head
+        self.agents, self.n_actions, self.dueling, self.noisy = len(nets), first.n_actions, first.dueling, first.noisy
+        self.tau_embedding_dim, self.iqn_acting_taus = first.tau_embedding_dim, first.iqn_acting_taus
+        self.outputs_per_action, self.embed_at, self.q_head = first.outputs_per_action, first.embed_at, first.q_head
         self.pixels, self.input_divisor, self.encoder = first.pixels, first.input_divisor, first.encoder
         layers: list[nn.Module] = []
         for i, module in enumerate(first.trunk):
@@ -175,11 +173,9 @@ class VmapQNetwork(nn.Module):
     def __init__(self, nets: Sequence[QNetwork]):
         super().__init__()
         first = nets[0]
-        self.agents, self.n_actions, self.num_atoms = len(nets), first.n_actions, first.num_atoms
-        self.dueling, self.noisy, self.pixels = first.dueling, first.noisy, first.pixels
-        self.num_quantiles, self.tau_embedding_dim = first.num_quantiles, first.tau_embedding_dim
-        self.iqn_acting_taus, self.outputs_per_action = first.iqn_acting_taus, first.outputs_per_action
-        self.quantile, self.q_head = first.quantile, first.q_head
+        self.agents, self.n_actions, self.dueling, self.noisy = len(nets), first.n_actions, first.dueling, first.noisy
+        self.tau_embedding_dim, self.iqn_acting_taus = first.tau_embedding_dim, first.iqn_acting_taus
+        self.outputs_per_action, self.pixels, self.q_head = first.outputs_per_action, first.pixels, first.q_head
         # The template runs the maths with the stacked tensors swapped in; it is not a submodule, so
         # `parameters()` holds only the stacked ones.
         self.__dict__["_template"] = _DistLogits(copy.deepcopy(first))
