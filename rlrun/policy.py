@@ -84,7 +84,7 @@ class Saved(NamedTuple):
 
     @property
     def env_id(self) -> str:
-        return saved.env_id(self.config)
+        return str(self.config.env.id)
 
 
 def read_saved(path: Path, map_location: str | torch.device = "cpu", env_id: str | None = None) -> Saved:
@@ -168,7 +168,7 @@ class Policy:
         kind = self.network.q_head.name + (", dueling" if self.network.dueling else "")
         kind += ", noisy" if self.network.noisy else ""
         return (
-            f"Policy({saved.env_id(self.config)}, {kind}, {self.action_space.n} actions, {self.device}: {self.run_dir})"
+            f"Policy({str(self.config.env.id)}, {kind}, {self.action_space.n} actions, {self.device}: {self.run_dir})"
         )
 
     @property

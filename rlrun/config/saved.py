@@ -187,6 +187,7 @@ def from_checkpoint(run_dir: Path, state: dict[str, Any], env_id: str | None) ->
 
 
 def to_yaml(cfg: DictConfig) -> str:
+    """The config as YAML, for modules that do not handle configs themselves (tests/unit/test_architecture.py)."""
     return OmegaConf.to_yaml(cfg)
 
 
@@ -211,8 +212,3 @@ def rendering(cfg: DictConfig) -> DictConfig:
     video_cfg = cfg.copy()
     video_cfg.env.id = video_id
     return video_cfg
-
-
-def env_id(cfg: DictConfig) -> str:
-    """The run's env id (as saved: a `module:` id keeps its module)."""
-    return str(cfg.env.id)

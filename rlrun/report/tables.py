@@ -27,7 +27,7 @@ from rlrun.report.destination import refuse_link
 from rlrun.report.plots import plot_curves, plot_profile, plot_sensitivity, plural
 from rlrun.report.search import search_section
 from rlrun.storage import bounded, rundir
-from rlrun.sweeps.continuation import MULTIRUN, continue_command, is_sweep, planned_jobs
+from rlrun.sweeps.continuation import MULTIRUN, is_sweep, planned_jobs
 from rlrun.sweeps.jobtable import (
     EVAL,
     EVAL_TAG,
@@ -80,7 +80,7 @@ def with_sweep_command(job: str, how: str, plans: dict[Path, list[Path]]) -> str
         return how
     if "no checkpoint" in how:
         how = "stopped before its first checkpoint (or still running)"
-    return f"{how}; continue the sweep (every job not finished) with {continue_command(sweep)}"
+    return f"{how}; continue the sweep (every job not finished) with {rundir.resume_command(Path(sweep))}"
 
 
 def more_seeds(runs: pd.DataFrame, few: pd.DataFrame) -> str:
@@ -333,7 +333,7 @@ def _jobs_to_act_on(runs: pd.DataFrame, waiting: list[tuple[Path, Path]], plans:
         lines += [f"- `{r.job}`: {with_sweep_command(r.job, r.error, plans)}" for r in unfinished.itertuples()]
     if waiting:
         lines += ["", "## Jobs not started", ""]
-        lines += [f"- `{job}`: continue the sweep with {continue_command(sweep)}" for sweep, job in waiting]
+        lines += [f"- `{job}`: continue the sweep with {rundir.resume_command(Path(sweep))}" for sweep, job in waiting]
     return lines
 
 

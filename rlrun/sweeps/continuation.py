@@ -52,10 +52,6 @@ def is_sweep(path: Path) -> bool:
     return (Path(path) / MULTIRUN).is_file() and not rundir.holds_run(path)
 
 
-def continue_command(sweep_dir: Path) -> str:
-    return rundir.resume_command(Path(sweep_dir))
-
-
 def _saved(sweep_dir: Path) -> dict[str, Any]:
     """The `hydra` node of the sweep's multirun.yaml; ConfigError naming the file where it is unreadable."""
     path = Path(sweep_dir) / MULTIRUN
@@ -92,12 +88,11 @@ def continue_argv(sweep_dir: Path, overrides: list[str]) -> list[str]:
                 f"{sweep_dir} {o}",
                 "a sweep directory alone: a sweep continues as it was planned (overrides: only its own env.id=...)",
             )
+    command = rundir.resume_command(Path(sweep_dir))
     for value in saved_ids:
         if ":" in value and f"env.id={value}" not in overrides:
             raise ConfigError(
-                "env.id",
-                value,
-                f"repeated on the command line to continue this sweep: {continue_command(sweep_dir)} env.id={value}",
+                "env.id", value, f"repeated on the command line to continue this sweep: {command} env.id={value}"
             )
     own = [o for o in hydra["overrides"]["hydra"] if not override_key(o).startswith(OWN_SETTINGS)]
     for o in own:

@@ -27,7 +27,7 @@ import rlrun.storage.agent_dirs
 import rlrun.storage.rundir
 import rlrun.training.agents
 from rlrun.algos import algorithm
-from rlrun.config.replay_memory import stored_obs_itemsize
+from rlrun.config.replay_memory import frame_store_frames, stored_obs_itemsize
 from rlrun.config.schemas import experiment_name
 from rlrun.config.validate import check_explored
 from rlrun.envs.vector import check_spaces, env_spec, make_vector_env
@@ -209,9 +209,7 @@ def build(cfg: DictConfig) -> Parts:
     e, capacity = cfg.env, cfg.buffer.capacity
     frames = None
     if e.frame_stack:  # replay stores frame-index stacks; the frames themselves live once in `frames`
-        # Room for every stored transition's frames: one per env step plus one per episode end, with a
-        # margin for episodes down to ~16 steps on average (checked at every log, see FrameStore.check).
-        per_agent = capacity + capacity // 16 + 1024 + e.num_envs * e.frame_stack
+        per_agent = frame_store_frames(capacity, e.num_envs, e.frame_stack)  # checked at every log: FrameStore.check
         frames = FrameStore(per_agent * len(seeds), obs_shape[1:], e.frame_stack, e.num_envs * len(seeds), device)
         buffer = make_replay(cfg, seeds, (e.frame_stack,), torch.int64, generators, device)
         frames.augment, buffer.augment = buffer.augment, None  # buffer.augment shifts pixels, not frame indices
