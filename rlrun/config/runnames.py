@@ -89,11 +89,6 @@ def _option(group: str, option: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _family(env_id: str) -> str:
-    """What an env id says of its kind: its namespace (`ALE`, `MinAtar`), or the whole id where it has none."""
-    return env_id.partition("/")[0] if "/" in env_id else env_id
-
-
 def said_by_name(overrides: Iterable[str]) -> set[str]:
     """The group choices among `overrides` that the name's env id and exp_name say already, so the overrides
     part does not repeat them: `+experiment=X` (its exp_name leads the name, unless exp_name is given),
@@ -109,7 +104,8 @@ def said_by_name(overrides: Iterable[str]) -> set[str]:
         said.add("algo")
     env = given.get("env")
     own_id = _option("env", env).get("env", {}).get("id") if env is not None else None
-    if isinstance(own_id, str) and _family(given.get("env.id", own_id)) == _family(own_id):
+    # an id's namespace (`ALE`, `MinAtar`), or the whole id where it has none
+    if isinstance(own_id, str) and given.get("env.id", own_id).partition("/")[0] == own_id.partition("/")[0]:
         said.add("env")
     return said
 

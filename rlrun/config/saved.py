@@ -95,19 +95,6 @@ LOCATIONS: dict[str, Any] = {
 }
 
 
-def without_locations(cfg: DictConfig) -> DictConfig:
-    """`cfg` (a saved config) with every chosen backend's location options at their defaults: the run
-    logs to its own directory (or where `$MLFLOW_TRACKING_URI` / a `logger.*` override of the resume
-    command line says)."""
-    cfg = cfg.copy()
-    for backend, (defaults, keys) in LOCATIONS.items():
-        node = cfg.logger.get(backend)
-        if node is not None:
-            for key in keys:
-                node[key] = getattr(defaults, key)
-    return cfg
-
-
 def from_saved(saved: object) -> DictConfig:
     """A config read from a run directory or a checkpoint, rebuilt on rlrun's own schemas: unknown keys
     and targets outside `GROUP_TARGETS` are refused and types are checked (`ConfigError`), keys missing
@@ -141,8 +128,14 @@ RESUME_SAFE = ("total_steps", "stop_on_solve", "objective", "log", "eval", "chec
 def resumed(run_dir: Path, saved: DictConfig, overrides: list[str], composed: DictConfig) -> DictConfig:
     """The saved config with the safe overrides of this command line applied; any other override that
     would change the experiment is refused. Where the run logs comes from this command line, never from
-    the saved config's `logger.*` options."""
-    cfg = without_locations(saved)
+    the saved config's `logger.*` options: every chosen backend's `LOCATIONS` start at their defaults (the run
+    logs to its own directory, or where `$MLFLOW_TRACKING_URI` / a `logger.*` override says)."""
+    cfg = saved.copy()
+    for backend, (defaults, keys) in LOCATIONS.items():
+        node = cfg.logger.get(backend)
+        if node is not None:
+            for key in keys:
+                node[key] = getattr(defaults, key)
     for override in overrides:
         key = override_key(override)
         top = key.split(".")[0].split("/")[0]
@@ -193,22 +186,19 @@ def to_yaml(cfg: DictConfig) -> str:
 
 def playing_config(cfg: DictConfig, video: bool = False) -> DictConfig:
     """A copy of `cfg`, validated, to play a saved run with: no logging backend (none has to be installed to
-    play a trained agent); with `video`, an env id that renders frames (`rendering`)."""
+    play a trained agent); with `video`, an env id that renders frames (rgb_array): the same env registered
+    again under `rlrun_video/<id>` with render_mode set, so the evaluation envs are made as always
+    (build.make_eval_envs)."""
     cfg = cfg.copy()
     cfg.logger = OmegaConf.structured(LoggerConfig)
     validate(cfg)
-    return rendering(cfg) if video else cfg
-
-
-def rendering(cfg: DictConfig) -> DictConfig:
-    """`cfg` with an env id that renders frames (rgb_array): the same env registered again under
-    `rlrun_video/<id>` with render_mode set, so the evaluation envs are made as always (build.make_eval_envs)."""
+    if not video:
+        return cfg
     spec = env_spec(cfg.env.id)
     video_id = f"rlrun_video/{spec.id.replace('/', '-')}"
     if video_id not in gym.registry:
         gym.registry[video_id] = dataclasses.replace(
             spec, id=video_id, kwargs={**spec.kwargs, "render_mode": "rgb_array"}
         )
-    video_cfg = cfg.copy()
-    video_cfg.env.id = video_id
-    return video_cfg
+    cfg.env.id = video_id
+    return cfg
