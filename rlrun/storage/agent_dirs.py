@@ -21,26 +21,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlrun.config.saved import rebuilt
+from rlrun.config.saved import RESUME_SAFE, rebuilt
 from rlrun.errors import ConfigError
 from rlrun.storage import bounded, rundir
 
 GROUPS = ".batched"  # the batched launcher's group run directories: <sweep dir>/.batched/<group>
 PREPARED = {"config.yaml", "hydra.yaml", "overrides.yaml"}  # the `.hydra/` the launcher writes into a job dir
-# Keys that a resumed run may change (rlrun.config.saved.RESUME_SAFE), where it logs, and how many agents share a
-# process: an agent directory holds this agent's run when its config and the agent's agree on all others.
-NOT_IDENTITY = (
-    "total_steps",
-    "stop_on_solve",
-    "log",
-    "eval",
-    "checkpoint",
-    "device",
-    "resume",
-    "logger",
-    "seeds",
-    "agents",
-)
+# Keys that a resumed run may change (rlrun.config.saved.RESUME_SAFE) and how many agents share a process: an
+# agent directory holds this agent's run when its config and the agent's agree on all others.
+NOT_IDENTITY = (*RESUME_SAFE, "seeds", "agents")
 
 
 def root(out_dir: Path) -> Path:
