@@ -164,7 +164,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         "returns": returns.tolist(),
     }
     print(
-        f"{found.env_id}: mean return {result['mean_return']:.2f} +- {result['std_return']:.2f} over "
+        f"{found.config.env.id}: mean return {result['mean_return']:.2f} +- {result['std_return']:.2f} over "
         f"{opts['episodes']} episodes (seed {opts['seed']})"
     )
     print("returns:", " ".join(f"{r:g}" for r in returns))

@@ -82,10 +82,6 @@ class Saved(NamedTuple):
     run_dir: Path
     fallback: tuple[Path, int] | None = None  # the checkpoint used instead of a damaged newest one, its step
 
-    @property
-    def env_id(self) -> str:
-        return str(self.config.env.id)
-
 
 def read_saved(path: Path, map_location: str | torch.device = "cpu", env_id: str | None = None) -> Saved:
     """A run's config and weights from a run directory (its checkpoint, else its model.pt), a checkpoint

@@ -163,12 +163,12 @@ def check_state(cfg: DictConfig, state: dict[str, Any]) -> None:
 def resume_in_place(
     run_dir: Path,
     overrides: list[str],
-    record: bool | Callable[[], None] = True,
+    record: Callable[[], None] | None = None,
     env_id: str | None = None,
 ) -> dict[str, Any]:
     """Train the run in `run_dir` on from its checkpoint (its summary); raises what `run_job` turns into
-    exit codes. Every refusal comes before anything is written. `record`: write `.hydra/resume_<time>/` and
-    log to the run's train.log; a callable writes its own record instead (a job of a continued sweep, run
+    exit codes. Every refusal comes before anything is written. Without `record`: write `.hydra/resume_<time>/`
+    and log to the run's train.log; `record` writes its own record instead (a job of a continued sweep, run
     inside Hydra's app, has Hydra's record and logging, no overrides, and the `env_id` its command line
     repeats)."""
     if not run_dir.is_dir() or not rundir.holds_run(run_dir):
@@ -191,9 +191,9 @@ def resume_in_place(
     preflight.check_job(cfg, {})
     check_state(cfg, state)
     agent_dirs.check(*dir_plan(cfg), run_dir, new=False)  # the agents' own dirs: refused before the record below
-    if callable(record):
+    if record is not None:
         record()
-    elif record:
+    else:
         where = run_dir / ".hydra" / datetime.now().strftime("resume_%Y-%m-%d_%H-%M-%S-%f")  # never reused
         where.mkdir(parents=True, exist_ok=True)
         rundir.write_text(where / "overrides.yaml", yaml.safe_dump(list(overrides)))
@@ -202,11 +202,9 @@ def resume_in_place(
     return train(cfg, run_dir, state)
 
 
-def resume(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
+def resume(run_dir: Path, overrides: list[str]) -> None:
     """Continue the run in `run_dir`; exits with the codes of `rlrun.cli` when it cannot."""
-    summary = run_job(lambda: resume_in_place(run_dir, overrides), run_dir)
-    assert summary is not None  # run_job exits on failure outside a sweep
-    return summary
+    run_job(lambda: resume_in_place(run_dir, overrides), run_dir)
 
 
 def continue_sweep(sweep_dir: Path, overrides: list[str]) -> None:

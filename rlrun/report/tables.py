@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -100,23 +99,6 @@ def _ci_cell(iqm: float, lo: float, hi: float, n: int) -> str:
     return f"{iqm:.1f}" if n < 2 else f"{iqm:.1f} [{lo:.1f}, {hi:.1f}]"
 
 
-class _ThresholdRow(Protocol):
-    """What `_steps_cell` reads of a row of `aggregate.summarize`'s table (`DataFrame.itertuples`)."""
-
-    reward_threshold: float
-    solved_seeds: int
-    solved: str  # solved seeds / seeds
-    steps_to_threshold_median: float
-
-
-def _steps_cell(row: _ThresholdRow) -> str:
-    if not np.isfinite(row.reward_threshold):
-        return "no threshold"
-    if row.solved_seeds == 0:
-        return f"not reached ({row.solved})"
-    return f"{row.steps_to_threshold_median:,.0f} ({row.solved})"
-
-
 class NoRunsError(ValueError):
     """The folders given to a report hold no readable run."""
 
@@ -159,22 +141,34 @@ def pooled(runs: pd.DataFrame) -> list[str]:
 
 
 def markdown_table(table: pd.DataFrame) -> str:
-    shown = pd.DataFrame(
-        {
-            "configuration": table.configuration,
-            "seeds": table.seeds,
-            "greedy eval IQM [95% CI]": [
-                _ci_cell(r.eval_return_iqm, r.eval_return_ci95_low, r.eval_return_ci95_high, r.seeds)
-                for r in table.itertuples()
-            ],
-            "training return IQM [95% CI]": [
-                _ci_cell(r.train_return_iqm, r.train_return_ci95_low, r.train_return_ci95_high, r.seeds)
-                for r in table.itertuples()
-            ],
-            "steps to threshold (median, solved)": [_steps_cell(r) for r in table.itertuples()],
-            "wall time (s)": [f"{t:.1f}" for t in table.wall_time_s_mean],
-        }
-    )
+    """`aggregate.summarize`'s table as report.md shows it, a row per configuration."""
+    rows = []
+    for r in table.itertuples():
+        if not np.isfinite(r.reward_threshold):
+            steps = "no threshold"
+        elif r.solved_seeds == 0:
+            steps = f"not reached ({r.solved})"
+        else:
+            steps = f"{r.steps_to_threshold_median:,.0f} ({r.solved})"
+        rows.append(
+            (
+                r.configuration,
+                r.seeds,
+                _ci_cell(r.eval_return_iqm, r.eval_return_ci95_low, r.eval_return_ci95_high, r.seeds),
+                _ci_cell(r.train_return_iqm, r.train_return_ci95_low, r.train_return_ci95_high, r.seeds),
+                steps,
+                f"{r.wall_time_s_mean:.1f}",
+            )
+        )
+    columns = [
+        "configuration",
+        "seeds",
+        "greedy eval IQM [95% CI]",
+        "training return IQM [95% CI]",
+        "steps to threshold (median, solved)",
+        "wall time (s)",
+    ]
+    shown = pd.DataFrame(rows, columns=columns)
     return shown.to_markdown(index=False, colalign=["left", "right", "right", "right", "right", "right"])
 
 
