@@ -187,20 +187,17 @@ class Runner:
             raise RoundError(f"{what} failed (exit {code}); its lines above say why", code)
 
 
-def run_round(runner: Runner, root: Path, plan: Plan, arm: str, first: int, n: int) -> str:
-    """Make sure the arm's round is trained: 'reused', 'resumed' or 'trained'."""
+def run_round(runner: Runner, root: Path, plan: Plan, arm: str, first: int, n: int) -> None:
+    """Make sure the arm's round is trained: read again where finished, resumed where stopped, else trained."""
     out = plan.round_dir(root, arm, first, n)
-    overrides = plan.overrides(arm, first, n)
-    now = state(out, overrides)
+    now = state(out, plan.overrides(arm, first, n))
     what = f"arm {arm}, seeds {first}-{first + n - 1}"
     if now == runstate.DONE:
         print(f"rlrun.compare: {what}: finished in {out}", file=sys.stderr, flush=True)
-        return "reused"
-    if now == runstate.STOPPED:
+    elif now == runstate.STOPPED:
         print(f"rlrun.compare: {what}: {rundir.resume_command(out)}", file=sys.stderr, flush=True)
         runner.run(["-m", "rlrun.resume", str(out)], what)
-        return "resumed"
-    command = plan.train_command(root, arm, first, n)
-    print(f"rlrun.compare: {what}: python {' '.join(command)}", file=sys.stderr, flush=True)
-    runner.run(command, what)
-    return "trained"
+    else:
+        command = plan.train_command(root, arm, first, n)
+        print(f"rlrun.compare: {what}: python {' '.join(command)}", file=sys.stderr, flush=True)
+        runner.run(command, what)

@@ -173,11 +173,9 @@ def run_rounds(job: Job) -> None:
         return {arm: arms.read_arm(arm, root / arm) for arm in ARMS}
 
     looks: list[decide.Look] = []
-    both = pd.DataFrame()
-    tables: dict[str, pd.DataFrame] = {}
-    for lk, seen, seen_tables in looks_of(plan, train_round):
+    for seen in looks_of(plan, train_round):
+        lk, both, tables = seen  # after the loop: the last look's, for the files
         looks.append(lk)
-        both, tables = seen, seen_tables  # the last look's, for the files
         verdict = decide.verdict(lk, plan.metric, job.threshold, lk.round, None)
         print(f"rlrun.compare: round {lk.round}: {verdict}", file=sys.stderr, flush=True)
     commands = [job.command_line, "", "# each round, as the comparison ran it:"] + [

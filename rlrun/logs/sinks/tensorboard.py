@@ -30,10 +30,9 @@ class TensorBoardSink:
     def __init__(self, out_dir: Path, resume_step: int | None = None):
         """With `resume_step`, TensorBoard purges what a dead process wrote after that step."""
         self.out_dir = Path(out_dir)
-        purge = None if resume_step is None else resume_step + 1
         if resume_step is not None:
             wait_to_sort_last(self.out_dir)
-        self.writer = SummaryWriter(str(self.out_dir), purge_step=purge)
+        self.writer = SummaryWriter(str(self.out_dir), purge_step=None if resume_step is None else resume_step + 1)
 
     def start(self, params: dict[str, Any], config_yaml: str) -> None:
         self.writer.add_text("config", "    " + config_yaml.replace("\n", "\n    "), 0)
