@@ -25,8 +25,8 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -54,16 +54,6 @@ def local_store(run: SinkRun) -> tuple[str, str]:
             raise rundir.RunDirError(f"{path} is a link: rlrun never writes through a link; remove it")
     store.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{store / 'mlflow.db'}", (store / "artifacts").as_uri()
-
-
-@contextmanager
-def store_lock(uri: str) -> Iterator[None]:
-    """Jobs that start together must not create the default store's tables twice (MLflow's migrations are not
-    safe to run concurrently: a second job fails with "duplicate column name"): they create it one at a time,
-    under a lock file next to the database. Writes after that are SQLite transactions, which MLflow makes
-    wait up to 20 s for each other (busy_timeout)."""
-    with FileLock(str(Path(uri.removeprefix("sqlite:///")).parent / LOCK)):
-        yield
 
 
 def sqlite_artifacts(uri: str) -> str | None:
@@ -135,7 +125,12 @@ class MLflowSink:
         for name in ("mlflow", "alembic"):  # "Creating initial MLflow database tables..." is not for users
             logging.getLogger(name).setLevel(logging.WARNING)  # after the import, which sets mlflow's to INFO
         state = run.dir / STATE_FILE
-        with store_lock(self.uri) if shared else nullcontext():  # the client makes the store (its tables) when made
+        # The client makes the default store's tables when it is new, and MLflow's migrations are not safe to run
+        # concurrently (a second job fails with "duplicate column name"): jobs that start together make it one at
+        # a time, under a lock file next to the database. Writes after that are SQLite transactions, which MLflow
+        # makes wait up to 20 s for each other (busy_timeout).
+        lock = FileLock(str(Path(self.uri.removeprefix("sqlite:///")).parent / LOCK)) if shared else nullcontext()
+        with lock:
             self.client = MlflowClient(tracking_uri=self.uri)
             resumed = self._resumed_run(state) if run.resume_step is not None else None
             experiment_id = None if resumed is not None else self._experiment(experiment or run.experiment, artifacts)
