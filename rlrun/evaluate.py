@@ -1,9 +1,10 @@
 """Greedy evaluation of a trained run.
 
-    python -m rlrun.evaluate <run dir or checkpoint> [episodes=N] [seed=S] [video=true] [env.id=ID]
+    python -m rlrun.evaluate <run dir or checkpoint> [episodes=N] [seed=S] [epsilon=E] [video=true] [env.id=ID]
 
 Loads the run's config and weights (from a checkpoint file, or a run directory's checkpoint.pt or
-model.pt), plays N episodes with the greedy policy (noisy layers use their mean weights), prints the mean,
+model.pt), plays N episodes with the greedy policy (noisy layers use their mean weights; `epsilon`: the chance
+of a random action at each step, by default the run's `eval.epsilon`), prints the mean,
 standard deviation and every return, and saves them next to the weights: one line per call appended to
 `evaluations.jsonl` (with its time), the latest also as `evaluation.json`. The same seed gives the same
 evaluation. `video=true` records those same episodes while they are played (one mp4
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import sys
 from datetime import datetime
@@ -37,7 +39,8 @@ from rlrun.training.device import resolve_device
 from rlrun.training.evaluation import evaluate
 
 USAGE = (
-    "usage: python -m rlrun.evaluate <run dir or checkpoint.pt> [episodes=10] [seed=0] [video=false] [device=auto]"
+    "usage: python -m rlrun.evaluate <run dir or checkpoint.pt> [episodes=10] [seed=0] [epsilon=<the run's>]"
+    " [video=false] [device=auto]"
     " [env.id=<the run's id, to confirm a module:id>]"
 )
 
@@ -57,7 +60,14 @@ def parse(argv: list[str]) -> tuple[Path, dict[str, Any]]:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)
         sys.exit(Exit.OK if argv else Exit.BAD_INPUT)
-    opts: dict[str, Any] = {"episodes": 10, "seed": 0, "video": False, "device": "auto", "env.id": None}
+    opts: dict[str, Any] = {
+        "episodes": 10,
+        "seed": 0,
+        "epsilon": None,
+        "video": False,
+        "device": "auto",
+        "env.id": None,
+    }
     for arg in argv[1:]:
         key, sep, value = arg.partition("=")
         if not sep or key not in opts:
@@ -67,6 +77,13 @@ def parse(argv: list[str]) -> tuple[Path, dict[str, Any]]:
                 opts[key] = int(value)
             except ValueError:
                 refuse(f"{key} must be an integer, got {value!r}")
+        elif key == "epsilon":
+            try:
+                opts[key] = float(value)
+            except ValueError:
+                opts[key] = math.nan
+            if not 0 <= opts[key] <= 1:
+                refuse(f"epsilon must be a number in [0, 1], got {value!r}")
         elif key == "video":
             if value.lower() not in BOOLEANS:
                 refuse(f"video must be one of {', '.join(BOOLEANS)}, got {value!r}")
@@ -159,13 +176,15 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         "source": str(path),
         "episodes": opts["episodes"],
         "seed": opts["seed"],
+        "epsilon": opts["epsilon"],
         "mean_return": float(returns.mean()),
         "std_return": float(returns.std()),
         "returns": returns.tolist(),
     }
     print(
         f"{found.config.env.id}: mean return {result['mean_return']:.2f} +- {result['std_return']:.2f} over "
-        f"{opts['episodes']} episodes (seed {opts['seed']})"
+        f"{opts['episodes']} episodes (seed {opts['seed']}"
+        + (f", epsilon {opts['epsilon']:g})" if opts["epsilon"] else ")")
     )
     print("returns:", " ".join(f"{r:g}" for r in returns))
     if video_dir is not None:
@@ -201,7 +220,9 @@ def play(found: policy.Saved, opts: dict[str, Any], device: torch.device, video_
     recorder = FrameRecorder(envs) if video_dir is not None else None
     try:
         q_net = policy.q_network(cfg, envs, found.weights, device)
-        returns = evaluate(q_net, recorder or envs, [opts["seed"]], device)
+        if opts["epsilon"] is None:
+            opts["epsilon"] = float(cfg.eval.epsilon)
+        returns = evaluate(q_net, recorder or envs, [opts["seed"]], device, epsilon=opts["epsilon"])
         assert returns is not None  # nothing stops it
         returns = returns[0]
         videos = []

@@ -149,6 +149,9 @@ class ExplorationConfig:
 class EvalConfig:
     interval: int = 10_000  # env steps between greedy evaluations; 0 disables
     episodes: int = 5  # greedy episodes per evaluation (one per env)
+    # The chance of a uniform random action at each evaluation step. 0: greedy. The Atari 100k presets take
+    # Dopamine's 0.001, so that no policy stalls a game for its whole episode cap (Breakout waits for FIRE).
+    epsilon: float = 0.0
 
 
 @dataclass

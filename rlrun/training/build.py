@@ -243,6 +243,7 @@ def loop_settings(cfg: DictConfig) -> LoopSettings:
         log_interval=cfg.log.interval,
         progress_interval=cfg.log.progress_interval,
         eval_interval=cfg.eval.interval,
+        eval_epsilon=cfg.eval.epsilon,
         checkpoint_every=cfg.checkpoint.every,
         checkpoint_replay=cfg.checkpoint.replay,
         stop_on_solve=cfg.stop_on_solve,

@@ -265,6 +265,7 @@ class Trainer:
             [seed + 1_000_000 + step for seed in self.population.seeds],
             self.parts.device,
             stopped=lambda: self.signal is not None,
+            epsilon=self.settings.eval_epsilon,
         )
         if returns is None:
             return False

@@ -57,6 +57,7 @@ class LoopSettings:
     log_interval: int
     progress_interval: float  # seconds between the plain progress lines (rlrun.training.population.ProgressLines)
     eval_interval: int  # 0: no evaluation
+    eval_epsilon: float  # the chance of a random action at each evaluation step (0: greedy)
     checkpoint_every: int  # 0: only at the end and on a signal
     checkpoint_replay: bool
     stop_on_solve: bool

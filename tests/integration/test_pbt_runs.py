@@ -87,10 +87,10 @@ def test_a_signal_during_the_evaluation_a_round_ranks_by_defers_both_to_the_resu
     train(compose(*args), straight)
     real = loop.evaluate
 
-    def signal_at_1600(q_net, envs, seeds, device, stopped):
+    def signal_at_1600(q_net, envs, seeds, device, stopped, **kwargs):
         if seeds[0] == 1_000_000 + 1600:
             signal.raise_signal(signal.SIGTERM)
-        return real(q_net, envs, seeds, device, stopped)
+        return real(q_net, envs, seeds, device, stopped, **kwargs)
 
     monkeypatch.setattr(loop, "evaluate", signal_at_1600)
     with pytest.raises(Preempted):

@@ -125,13 +125,13 @@ def test_a_signal_during_an_evaluation_stops_it_and_the_resume_runs_it_first(com
 
     real, stopped_at = loop.evaluate, []
 
-    def signal_during_the_second(q_net, envs, seeds, device, stopped):
+    def signal_during_the_second(q_net, envs, seeds, device, stopped, **kwargs):
         if len(stopped_at) == 0 and seeds[0] == 1_000_000 + at_step:  # seed 0
             signal.raise_signal(signal.SIGTERM)  # into the loop's handler, as from a scheduler
-            returns = real(q_net, envs, seeds, device, stopped)
+            returns = real(q_net, envs, seeds, device, stopped, **kwargs)
             stopped_at.append(returns)
             return returns
-        return real(q_net, envs, seeds, device, stopped)
+        return real(q_net, envs, seeds, device, stopped, **kwargs)
 
     monkeypatch.setattr(loop, "evaluate", signal_during_the_second)
     with pytest.raises(Preempted):
@@ -157,9 +157,9 @@ def test_a_resume_without_evaluations_owes_none(compose, tmp_path, monkeypatch):
     import rlrun.training.loop as loop
     from rlrun.train import Preempted
 
-    def signal_at_the_first(q_net, envs, seeds, device, stopped):
+    def signal_at_the_first(q_net, envs, seeds, device, stopped, **kwargs):
         signal.raise_signal(signal.SIGTERM)
-        return real(q_net, envs, seeds, device, stopped)
+        return real(q_net, envs, seeds, device, stopped, **kwargs)
 
     real, parts = loop.evaluate, tmp_path / "parts"
     monkeypatch.setattr(loop, "evaluate", signal_at_the_first)
