@@ -1,7 +1,7 @@
 """Atari 100k: the DQN family's data-efficient rows beside DER's and DrQ(eps)'s published per-game means.
 
     # learning: each (row, game, seed) one run under --root (a finished run is kept, a stopped one resumes
-    # from its checkpoint); 100k agent steps, then the final evaluation (100 greedy episodes)
+    # from its checkpoint); 100k agent steps, then the final evaluation (100 episodes at epsilon 0.001)
     python scripts/atari100k_bench.py learn --rows drq_eps der --games all --seeds 3 --root runs/atari100k
     # per game and seed: the final evaluation's mean, human-normalised, beside the published means; per row
     # the IQM of human-normalised scores over games and seeds with its 95% stratified bootstrap interval
@@ -144,8 +144,9 @@ def aggregate(args) -> None:
         ["row", "game", "seed", "score", "human-normalised", *(f"{n} (published mean)" for n in names), "minutes"],
         per_run,
         notes=[
-            "score: the mean return of the final evaluation (100 greedy episodes after 100k agent steps, the"
-            " run's summary.json final_eval_return); human-normalised: (score - random) / (human - random) with "
+            "score: the mean return of the final evaluation (100 episodes at the run's eval.epsilon after 100k"
+            " agent steps, the run's summary.json final_eval_return); human-normalised:"
+            " (score - random) / (human - random) with "
             + ", ".join(f"{g} {RANDOM[g]:g} / {HUMAN[g]:g}" for g in GAMES),
             "published means: DrQ(eps) the mean of Agarwal et al. 2021's 100 runs per game; DER: n/a, not found"
             " with a source (scripts/benchlib/atari100k_data.py); minutes: the run's wall time, evaluation included",

@@ -62,7 +62,7 @@ def summary_lines(summary: dict[str, Any], out_dir: Path) -> str:
         f"{runs[0]['wall_time_s']:.1f} s",
         "  100-episode mean return: "
         + " / ".join(fmt(r["final_mean_return_100"]) for r in runs)
-        + "; last greedy eval: "
+        + "; last eval: "
         + " / ".join(fmt(r["final_eval_return"]) for r in runs),
         f"  solved: {len(solved)}/{len(runs)}" + (f" (at step {', '.join(f'{s:,}' for s in solved)})" if solved else "")
         if runs[0].get("reward_threshold") is not None
