@@ -7,10 +7,11 @@
     # the IQM of human-normalised scores over games and seeds with its 95% stratified bootstrap interval
     python scripts/atari100k_bench.py aggregate --root runs/atari100k
     python scripts/atari100k_bench.py plot --root runs/atari100k            # training curves per game
-    # cost: seconds of one update (DER's network, batch 32), on one pinned core
+    # cost: seconds of one update (the row's network, batch 32), on one pinned core
     taskset -c 0 python scripts/atari100k_bench.py cost --row der
 
-Rows (ROWS below): `der` is +experiment=der_atari100k, `drq_eps` +experiment=drq_eps_atari100k; anything else
+Rows (ROWS below): `der` is +experiment=der_atari100k, `drq_eps` +experiment=drq_eps_atari100k, `drq_eps_small`
+the latter on DER's small network without the intensity augmentation; anything else
 is taken as overrides (name the experiment in them, e.g. --rows "+experiment=drq_eps_atari100k buffer.n_step=20").
 The games and the published numbers live in benchlib/atari100k_data.py (docs/results/atari.md says why).
 """
@@ -33,6 +34,8 @@ from rlrun.storage import bounded, runstate  # run files read within bounds, as 
 ROWS = {
     "der": ["+experiment=der_atari100k"],  # Data-Efficient Rainbow (Dopamine's DER.gin)
     "drq_eps": ["+experiment=drq_eps_atari100k"],  # DrQ(eps) (Dopamine's DrQ_eps.gin)
+    # DrQ(eps) on DER's small network with shifts only: about half drq_eps's cost per update
+    "drq_eps_small": ["+experiment=drq_eps_atari100k", "network=der", "buffer.augment_intensity=0"],
 }
 RUN_NAME = re.compile(r"(?P<row>.+)__(?P<game>[A-Za-z]+)__seed(?P<seed>\d+)")
 
@@ -237,6 +240,7 @@ def cost(args) -> None:
     buf = (PrioritizedReplayBuffer if per else ReplayBuffer)(
         fill, (4,), obs_dtype=torch.int64, generator=torch.Generator().manual_seed(0),
         augment=cfg.buffer.augment, augment_pad=cfg.buffer.augment_pad,
+        augment_intensity=cfg.buffer.augment_intensity,
     )  # fmt: skip
     frames.augment, buf.augment = buf.augment, None
     idx = torch.arange(fill).unsqueeze(1) + torch.arange(4)

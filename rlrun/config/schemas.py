@@ -82,6 +82,7 @@ class UniformBufferConfig:
     n_step: int = 3  # n-step returns (1 = plain one-step TD)
     augment: str = "none"  # none | random_shift (DrQ: sampled images shifted, edges repeated; rlrun.replay.augment)
     augment_pad: int = 4  # random_shift's largest shift in pixels, each way
+    augment_intensity: float = 0.0  # random_shift then scales each image by 1 + this * clip(N(0, 1), -2, 2)
 
 
 @dataclass

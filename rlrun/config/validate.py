@@ -134,6 +134,14 @@ def _buffer(cfg: DictConfig) -> None:
     if cfg.buffer.augment != "none":  # random_shift shifts images: a conv encoder's pixel observations
         positive(cfg, "buffer.augment_pad")
         check(cfg.network.encoder != "mlp", "buffer.augment", cfg.buffer.augment, "none with network.encoder=mlp")
+    in_range(cfg, "buffer.augment_intensity", 0.0, 0.5)
+    if cfg.buffer.augment_intensity > 0:
+        check(
+            cfg.buffer.augment != "none",
+            "buffer.augment_intensity",
+            cfg.buffer.augment_intensity,
+            "0 with buffer.augment=none",
+        )
     if "alpha" in cfg.buffer:
         in_range(cfg, "buffer.alpha", 0.0, 1.0)
         in_range(cfg, "buffer.beta_start", 0.0, 1.0)

@@ -34,12 +34,13 @@ class ReplayBuffer(Ring):
         generator: torch.Generator | None = None,
         augment: str = "none",
         augment_pad: int = 4,
+        augment_intensity: float = 0.0,
     ):
         self._allocate((), capacity, obs_shape, obs_dtype, device)
         self.generator = generator
         # buffer.augment (rlrun.replay.augment), applied to every sample; a frame-index buffer hands it to its
         # FrameStore, which applies it to the decoded pixels
-        self.augment = make_augmentation(augment, augment_pad, [generator], batch_dims=1)
+        self.augment = make_augmentation(augment, augment_pad, [generator], 1, augment_intensity)
         self.pos, self.size, self.num_added = 0, 0, 0
 
     def __len__(self) -> int:
@@ -111,10 +112,11 @@ class StackedReplayBuffer(Ring):
         obs_dtype: torch.dtype = torch.float32,
         augment: str = "none",
         augment_pad: int = 4,
+        augment_intensity: float = 0.0,
     ):
         self._allocate((agents,), capacity, obs_shape, obs_dtype, device)
         self.agents, self.generators = agents, list(generators)
-        self.augment = make_augmentation(augment, augment_pad, self.generators, batch_dims=2)
+        self.augment = make_augmentation(augment, augment_pad, self.generators, 2, augment_intensity)
         self.pos = np.zeros(agents, dtype=np.int64)
         self._sizes = np.zeros(agents, dtype=np.int64)
         self.num_added = np.zeros(agents, dtype=np.int64)

@@ -28,13 +28,15 @@ def test_the_presets_hold_the_protocol_and_their_agents(compose):
         validate(cfg)
         assert cfg.total_steps == 100_000 and cfg.env.max_episode_steps == 27_000
         assert cfg.env.atari.repeat_action_probability == 0.0 and cfg.env.frame_stack == 4
-        assert cfg.network.encoder == "der_cnn" and list(cfg.network.hidden_sizes) == [256]
         assert (cfg.algo.batch_size, cfg.algo.learning_starts, cfg.algo.train_freq) == (32, 1600, 1)
         assert (cfg.optimizer.lr, cfg.optimizer.eps, cfg.buffer.n_step) == (1e-4, 1.5e-4, 10)
         assert (cfg.eval.interval, cfg.eval.episodes) == (100_000, 100)
     assert der.network.noisy and der.network.dueling and der.network.num_atoms == 51
     assert der.buffer._target_.endswith("PrioritizedReplayBuffer") and der.algo.target_update_period == 2000
     assert der.buffer.augment == "none"
+    assert der.network.encoder == "der_cnn" and list(der.network.hidden_sizes) == [256]  # van Hasselt et al.'s
+    assert drq.network.encoder == "nature_cnn" and list(drq.network.hidden_sizes) == [512]  # Dopamine's
+    assert drq.buffer.augment_intensity == 0.05
     assert not drq.network.noisy and drq.network.dueling and drq.network.num_atoms == 1
     assert (drq.buffer.augment, drq.buffer.augment_pad, drq.algo.target_update_period) == ("random_shift", 4, 1)
     assert (drq.exploration.end, drq.exploration.duration) == (0.01, 6600)
@@ -48,6 +50,9 @@ def test_the_presets_hold_the_protocol_and_their_agents(compose):
         (["env=atari", "network=der", "buffer.augment=random_shift", "buffer.augment_pad=0"], "buffer.augment_pad=0"),
         (["env=atari", "network=cnn", "env.atari.repeat_action_probability=1.5"], "repeat_action_probability=1.5"),
         (["network=der"], "env.frame_stack"),
+        (["env=atari", "buffer.augment_intensity=0.05"], "0 with buffer.augment=none"),
+        (["+experiment=drq_eps_atari100k", "buffer.augment_intensity=0.6"], "buffer.augment_intensity=0.6"),
+        (["+experiment=drq_eps_atari100k", "buffer.augment_intensity=-0.1"], "buffer.augment_intensity=-0.1"),
     ],
 )
 def test_bad_values_of_the_new_keys_are_refused_with_the_key_named(compose, overrides, message):

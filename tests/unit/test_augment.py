@@ -109,3 +109,41 @@ def test_frame_store_shifts_the_decoded_pixels():
 def test_an_unknown_augmentation_is_refused():
     with pytest.raises(ValueError, match="random_shift"):
         make_augmentation("flip", 4, [None], 1)
+
+
+def test_intensity_scales_each_shifted_observation_by_one_clipped_normal_factor():
+    # 4000 flat grey observations (value 200, 2 frames): each comes out as 200 * f, f = 1 + 0.05 * clip(z, -2, 2)
+    x = torch.full((4000, 2, 6, 6), 200, dtype=torch.uint8)
+    out = RandomShift(2, [torch.Generator().manual_seed(3)], batch_dims=1, intensity=0.05).images(x)
+    assert out.dtype == torch.float32 and out.shape == x.shape
+    factors = out[:, 0, 0, 0] / 200
+    assert torch.equal(out, 200 * factors.view(-1, 1, 1, 1).expand_as(out))  # one factor per observation
+    assert factors.min() >= 0.9 - 1e-6 and factors.max() <= 1.1 + 1e-6
+    clipped = ((factors - 0.9).abs() < 1e-6) | ((factors - 1.1).abs() < 1e-6)
+    assert 0.03 < clipped.float().mean() < 0.07  # P(|z| > 2) = 4.6%
+    assert abs(factors.mean().item() - 1.0) < 0.005 and 0.04 < factors.std().item() < 0.05
+
+
+def test_no_intensity_draws_nothing_more_and_keeps_uint8():
+    # runs without buffer.augment_intensity draw only their shifts, so they repeat as before it existed
+    x = torch.randint(1, 256, (8, 2, 6, 6), dtype=torch.uint8)
+    plain = RandomShift(2, [torch.Generator().manual_seed(4)], 1, intensity=0.0)
+    assert plain.images(x).dtype == torch.uint8
+    shifts_only = torch.Generator().manual_seed(4)
+    for _ in range(2):  # dy, dx
+        torch.randint(0, 5, (8,), generator=shifts_only)
+    assert torch.equal(plain.generators[0].get_state(), shifts_only.get_state())
+    shifted = RandomShift(2, [torch.Generator().manual_seed(4)], 1).images(x)
+    scaled = RandomShift(2, [torch.Generator().manual_seed(4)], 1, intensity=0.05).images(x)
+    ratio = scaled / shifted  # the same shifts, then the factors
+    assert torch.all((ratio - 1).abs() <= 0.1 + 1e-5)
+
+
+def test_the_buffer_passes_intensity_to_its_samples():
+    buf = ReplayBuffer(8, (1, 9, 9), obs_dtype=torch.uint8, generator=torch.Generator().manual_seed(1),
+                       augment="random_shift", augment_pad=2, augment_intensity=0.05)  # fmt: skip
+    frame = torch.full((8, 1, 9, 9), 100, dtype=torch.uint8)
+    buf.add(frame, torch.zeros(8, dtype=torch.long), torch.zeros(8), frame.clone(), torch.ones(8))
+    batch = buf.sample(64)
+    assert batch.obs.dtype == torch.float32 and not torch.equal(batch.obs, batch.next_obs)
+    assert ((batch.obs / 100 - 1).abs() <= 0.1 + 1e-5).all()
