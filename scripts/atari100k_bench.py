@@ -34,8 +34,13 @@ from rlrun.storage import bounded, runstate  # run files read within bounds, as 
 ROWS = {
     "der": ["+experiment=der_atari100k"],  # Data-Efficient Rainbow (Dopamine's DER.gin)
     "drq_eps": ["+experiment=drq_eps_atari100k"],  # DrQ(eps) (Dopamine's DrQ_eps.gin)
-    # DrQ(eps) on DER's small network with shifts only: about half drq_eps's cost per update
-    "drq_eps_small": ["+experiment=drq_eps_atari100k", "network=der", "buffer.augment_intensity=0"],
+    # DrQ(eps) on DER's small network, shifts only, gradients clipped at 10: the preset before 2026-12-07
+    "drq_eps_small": [
+        "+experiment=drq_eps_atari100k",
+        "network=der",
+        "buffer.augment_intensity=0",
+        "algo.max_grad_norm=10",
+    ],
 }
 RUN_NAME = re.compile(r"(?P<row>.+)__(?P<game>[A-Za-z]+)__seed(?P<seed>\d+)")
 

@@ -31,6 +31,7 @@ def test_the_presets_hold_the_protocol_and_their_agents(compose):
         assert (cfg.algo.batch_size, cfg.algo.learning_starts, cfg.algo.train_freq) == (32, 1600, 1)
         assert (cfg.optimizer.lr, cfg.optimizer.eps, cfg.buffer.n_step) == (1e-4, 1.5e-4, 10)
         assert (cfg.eval.interval, cfg.eval.episodes) == (100_000, 100)
+        assert cfg.algo.max_grad_norm is None  # Dopamine's optimizer clips no gradient
     assert der.network.noisy and der.network.dueling and der.network.num_atoms == 51
     assert der.buffer._target_.endswith("PrioritizedReplayBuffer") and der.algo.target_update_period == 2000
     assert der.buffer.augment == "none"
