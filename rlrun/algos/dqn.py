@@ -128,10 +128,23 @@ def dqn_learner(
     from rlrun.algos.update import UpdateStep
 
     target = copy.deepcopy(online).requires_grad_(False)
-    td = TDLoss(
-        online, target, noise_generator=noise_generator, **{k: settings.pop(k) for k in TD_KEYS if k in settings}
-    )
+    td_settings = {k: settings.pop(k) for k in TD_KEYS if k in settings}
+    if target_is_online(online, settings):
+        td_settings["double"] = False  # the online net's argmax is the target's: one forward pass fewer
+    td = TDLoss(online, target, noise_generator=noise_generator, **td_settings)
     return UpdateStep(online, optimizer, td, target=target, noise_generator=noise_generator, **settings)
+
+
+def target_is_online(online: QNet, settings: dict[str, Any]) -> bool:
+    """A target copied from the online net after every update (algo.target_update_period 1, algo.tau 1) holds
+    the online net's parameters whenever a TD target is computed; without noisy layers (whose online and
+    target draws differ) the two nets give the same Q-values, so Double DQN's online argmax is the target's
+    own (DrQ(eps)'s setting)."""
+    return (
+        settings.get("target_update_period") == 1
+        and settings.get("tau") == 1
+        and getattr(online, "noisy", True) is False
+    )
 
 
 def update_settings(
