@@ -28,9 +28,9 @@ def shift(x: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor) -> torch.Tensor:
     n, h, w = x.shape[0], x.shape[-2], x.shape[-1]
     rows = (torch.arange(h, device=x.device) + dy.view(n, 1)).clamp_(0, h - 1)  # (N, H)
     cols = (torch.arange(w, device=x.device) + dx.view(n, 1)).clamp_(0, w - 1)  # (N, W)
-    middle = (1,) * (x.dim() - 3)  # the channel axes between the sample and the image
-    x = x.gather(-2, rows.view(n, *middle, h, 1).expand(x.shape))
-    return x.gather(-1, cols.view(n, *middle, 1, w).expand(x.shape))
+    pixels = (rows.unsqueeze(2) * w + cols.unsqueeze(1)).view(n, 1, h * w)  # each output pixel's source, (N, 1, H*W)
+    flat = x.reshape(n, -1, h * w)  # the channel axes between the sample and the image as one
+    return flat.gather(-1, pixels.expand(flat.shape)).view(x.shape)
 
 
 class RandomShift:
