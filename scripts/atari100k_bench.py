@@ -11,7 +11,7 @@
     taskset -c 0 python scripts/atari100k_bench.py cost --row der
 
 Rows (ROWS below): `der` is +experiment=der_atari100k, `drq_eps` +experiment=drq_eps_atari100k, `drq_eps_small`
-the latter on DER's small network without the intensity augmentation; anything else
+the latter on DER's small network without the intensity augmentation, gradients clipped at 10; anything else
 is taken as overrides (name the experiment in them, e.g. --rows "+experiment=drq_eps_atari100k buffer.n_step=20").
 The games and the published numbers live in benchlib/atari100k_data.py (docs/results/atari.md says why).
 """
@@ -237,7 +237,8 @@ def cost(args) -> None:
                    v_min=n.v_min, v_max=n.v_max)  # fmt: skip
     opt = torch.optim.Adam(net.parameters(), lr=cfg.optimizer.lr, eps=cfg.optimizer.eps, fused=True)
     learner = dqn_learner(net, opt, loss=a.loss, double=a.double, tau=a.tau,
-                          target_update_period=a.target_update_period, on_nonfinite="off")  # fmt: skip
+                          target_update_period=a.target_update_period, max_grad_norm=a.max_grad_norm,
+                          on_nonfinite="off")  # fmt: skip
     fill = 10_000
     frames = FrameStore(fill + 8, (84, 84), 4, 1, "cpu")
     frames.frames.copy_(torch.randint(0, 256, frames.frames.shape, dtype=torch.uint8))
