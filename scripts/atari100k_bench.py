@@ -156,8 +156,8 @@ def aggregate(args) -> None:
             " agent steps, the run's summary.json final_eval_return); human-normalised:"
             " (score - random) / (human - random) with "
             + ", ".join(f"{g} {RANDOM[g]:g} / {HUMAN[g]:g}" for g in GAMES),
-            "published means: DrQ(eps) the mean of Agarwal et al. 2021's 100 runs per game; DER: n/a, not found"
-            " with a source (scripts/benchlib/atari100k_data.py); minutes: the run's wall time, evaluation included",
+            "published means: DrQ(eps) the mean of Agarwal et al. 2021's 100 runs per game, DER van Hasselt et al."
+            " 2019's scores (scripts/benchlib/atari100k_data.py); minutes: the run's wall time, evaluation included",
         ],
         pin="runs as started by `learn` (see each run's train.log for its hardware)",
     )
@@ -199,9 +199,10 @@ def plot(args) -> None:
                 if episodes.is_file():
                     steps, means = moving_means(episodes)
                     ax.plot(steps, means, color=f"C{i}", alpha=0.8, label=row if seed == min(games[game]) else None)
-        drq = PUBLISHED["DrQ(eps)"][game]
-        if drq is not None:
-            ax.axhline(drq, color="k", ls="--", lw=1, label="DrQ(eps) published")
+        for name, style in (("DrQ(eps)", "--"), ("DER", ":")):
+            value = PUBLISHED[name][game]
+            if value is not None:
+                ax.axhline(value, color="k", ls=style, lw=1, label=f"{name} published")
         ax.set_title(game)
         ax.set_xlabel("agent steps")
     axes[0][0].set_ylabel("100-episode mean of training returns")

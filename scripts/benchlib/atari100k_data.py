@@ -13,10 +13,11 @@ Sources:
   Statistical Precipice", NeurIPS; the scores released with rliable), each run the mean of 100 evaluation
   episodes after 100k agent steps; computed from the copy in eloialonso/iris results/data/DrQ(eps).json
   (commit 75e5ab57).
-- DER: the per-game means of Data-Efficient Rainbow were not found with a citable source in the material
-  searched for this module (Dopamine's DER runs of Agarwal et al. 2021 are released as rliable's data, not
-  in any file found here; van Hasselt et al. 2019's table was not found either): None, shown as "n/a",
-  until someone adds them with their source.
+- DER: the per-game scores of Data-Efficient Rainbow after 100k agent steps as published by van Hasselt,
+  Hessel and Aslanides 2019 ("When to use parametric models in reinforcement learning?", NeurIPS), the values
+  the CURL (Laskin et al. 2020) and SPR (Schwarzer et al. 2021) papers list as DER / Eff. Rainbow. They are the
+  original paper's runs, not Agarwal et al. 2021's re-runs of DER in Dopamine (whose 26-game IQM is quoted
+  below; their per-game means were not found in any file searched).
 """
 
 from __future__ import annotations
@@ -34,8 +35,14 @@ DRQ_EPS: dict[str, float | None] = {
     "Freeway": 20.26,
     "Asterix": 763.59,
 }
-# Not found with a source (see above).
-DER: dict[str, float | None] = {game: None for game in GAMES}
+# van Hasselt et al. 2019 (see above).
+DER: dict[str, float | None] = {
+    "Pong": -19.3,
+    "Breakout": 1.9,
+    "Boxing": 0.2,
+    "Freeway": 27.9,
+    "Asterix": 470.8,
+}
 
 PUBLISHED = {"DER": DER, "DrQ(eps)": DRQ_EPS}
 # 26-game IQMs of human-normalised scores, for scale (BBF paper, Table A.1, as issue 64 quotes it; Agarwal et al.
