@@ -1,7 +1,8 @@
 """`python -m rlrun.compare` end to end on CartPole with tiny budgets: bad input refused before anything is
 written, two rounds of two paired seeds (the solved metric is all-zero at such budgets: these test the
 machinery), existing folders decided without training, and an interrupted comparison continued by
-rerunning its command without training its finished round again."""
+rerunning its command without training its finished round again; and the arms composed with presets
+and experiments (every check before anything is written)."""
 
 import json
 import os
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from entrypoints import in_process
@@ -196,3 +198,34 @@ def test_a_verdict_written_to_a_full_disk_fails_the_command(tmp_path):
     assert proc.returncode == 4, proc.stderr
     assert "rlrun.compare: cannot write the verdict to stdout (No space left on device); it heads " in proc.stderr
     assert "Traceback" not in proc.stderr and (tmp_path / "out" / "compare.md").is_file()
+
+
+def test_the_arms_compose_with_presets_and_experiments_before_anything_is_written(tmp_path, monkeypatch):
+    """`prepare` composes and checks both arms as `rlrun.train` would, normalises what the run's
+    overrides.yaml will record (1e4 -> 10000), names the folder after the env and the arms, writes nothing."""
+    from rlrun.compare.args import BadInput
+    from rlrun.compare.run import prepare
+
+    monkeypatch.chdir(tmp_path)
+    own = {"A": "+experiment=rainbow", "B": "+experiment=rainbow optimizer.lr=1e-3", "seeds": "4",
+           "max_seeds": "8", "seed": "7000"}  # fmt: skip
+    job = prepare(own, ["env=acrobot", "total_steps=1e4"], "final", 0.05, "python -m rlrun.compare ...")
+    assert job.plan.a == ["+experiment=rainbow"] and job.plan.b == ["+experiment=rainbow", "optimizer.lr=1e-3"]
+    assert job.plan.common == ["env=acrobot", "total_steps=10000"]
+    assert job.plan.rounds() == [(7000, 4), (7004, 4)] and job.threshold == -100.0  # Acrobot-v1's
+    assert job.root == Path(
+        "outputs/compare/Acrobot-v1__+experiment-rainbow__vs__+experiment-rainbow_optimizer.lr-1e-3"
+    )
+    assert not any(tmp_path.iterdir())
+    with pytest.raises(BadInput, match="env is set both by B and by the shared overrides"):
+        prepare({**own, "B": "env=cartpole"}, ["env=acrobot"], "final", 0.05, "")
+    with pytest.raises(BadInput, match="different envs"):
+        prepare({**own, "A": "env=acrobot", "B": "env=cartpole"}, [], "final", 0.05, "")
+    with pytest.raises(BadInput, match="metric=solved needs a reward threshold, and Pendulum-v1 has none"):
+        prepare({**own, "A": "", "B": ""}, ["env=pendulum", "env.reward_threshold=null"], "solved", 0.05, "")
+    with pytest.raises(BadInput, match="A and B compose the same config"):  # algo.double=true is the default
+        prepare({**own, "A": "", "B": "algo.double=true"}, [], "final", 0.05, "")
+    # the last round's seeds too (before: the first round's only, so that a later round failed after training)
+    with pytest.raises(BadInput, match=r"seed=4294967290: at most 4294967288 with max_seeds=8"):
+        prepare({**own, "seed": "4294967290"}, [], "final", 0.05, "")
+    assert not any(tmp_path.iterdir())

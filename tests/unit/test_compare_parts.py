@@ -246,37 +246,6 @@ def test_two_folders_of_runs_decided_without_training(tmp_path):
     assert "seed 4" in twice.stderr and not (tmp_path / "out2").exists()
 
 
-def test_the_arms_compose_with_presets_and_experiments_before_anything_is_written(tmp_path, monkeypatch):
-    """`prepare` composes and checks both arms as `rlrun.train` would, normalises what the run's
-    overrides.yaml will record (1e4 -> 10000), names the folder after the env and the arms, writes nothing."""
-    from rlrun.compare.args import BadInput
-    from rlrun.compare.run import prepare
-
-    monkeypatch.chdir(tmp_path)
-    own = {"A": "+experiment=rainbow", "B": "+experiment=rainbow optimizer.lr=1e-3", "seeds": "4",
-           "max_seeds": "8", "seed": "7000"}  # fmt: skip
-    job = prepare(own, ["env=acrobot", "total_steps=1e4"], "final", 0.05, "python -m rlrun.compare ...")
-    assert job.plan.a == ["+experiment=rainbow"] and job.plan.b == ["+experiment=rainbow", "optimizer.lr=1e-3"]
-    assert job.plan.common == ["env=acrobot", "total_steps=10000"]
-    assert job.plan.rounds() == [(7000, 4), (7004, 4)] and job.threshold == -100.0  # Acrobot-v1's
-    assert job.root == Path(
-        "outputs/compare/Acrobot-v1__+experiment-rainbow__vs__+experiment-rainbow_optimizer.lr-1e-3"
-    )
-    assert not any(tmp_path.iterdir())
-    with pytest.raises(BadInput, match="env is set both by B and by the shared overrides"):
-        prepare({**own, "B": "env=cartpole"}, ["env=acrobot"], "final", 0.05, "")
-    with pytest.raises(BadInput, match="different envs"):
-        prepare({**own, "A": "env=acrobot", "B": "env=cartpole"}, [], "final", 0.05, "")
-    with pytest.raises(BadInput, match="metric=solved needs a reward threshold, and Pendulum-v1 has none"):
-        prepare({**own, "A": "", "B": ""}, ["env=pendulum", "env.reward_threshold=null"], "solved", 0.05, "")
-    with pytest.raises(BadInput, match="A and B compose the same config"):  # algo.double=true is the default
-        prepare({**own, "A": "", "B": "algo.double=true"}, [], "final", 0.05, "")
-    # the last round's seeds too (before: the first round's only, so that a later round failed after training)
-    with pytest.raises(BadInput, match=r"seed=4294967290: at most 4294967288 with max_seeds=8"):
-        prepare({**own, "seed": "4294967290"}, [], "final", 0.05, "")
-    assert not any(tmp_path.iterdir())
-
-
 def test_looks_of_stops_at_the_first_look_that_decides_and_asks_for_no_more_rounds():
     import numpy as np
     import pandas as pd

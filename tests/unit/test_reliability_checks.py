@@ -1,13 +1,11 @@
 """What rlrun guarantees (docs/reliability.md), checked without a run: every bad config is refused by the
-pre-flight before anything is written, a failed torch write keeps the old file, and every option's keys are
-in the schema. The commands and runs around them: tests/integration/test_reliability.py."""
-
-from pathlib import Path
+pre-flight before anything is written and a failed torch write keeps the old file. The commands and runs
+around them: tests/integration/test_reliability.py; every option's and preset's keys in the schema:
+tests/integration/test_config.py and test_envs.py (each composes, validates and builds or trains)."""
 
 import pytest
 import torch
 
-import rlrun
 from rlrun.storage import rundir
 
 BAD_CONFIGS = [
@@ -49,20 +47,6 @@ def test_torch_write_errors_become_oserror_and_keep_the_old_file(tmp_path, monke
     with pytest.raises(OSError, match="failed writing"), rundir.open_atomic(target) as f:
         torch.save({}, f)
     assert target.read_bytes() == b"old" and list(tmp_path.iterdir()) == [target]
-
-
-def test_keys_of_every_option_are_in_the_schema(compose):
-    """Every group option and preset composes into a config the schema accepts (no stray keys)."""
-    from rlrun.config.validate import validate
-
-    conf = Path(rlrun.__file__).parent / "conf"
-    pixels = {"env=atari": "network=cnn", "network=cnn": "env=atari", "network=der": "env=atari"}
-    for group in ("env", "network", "buffer", "optimizer", "device"):
-        for option in sorted((conf / group).glob("*.yaml")):
-            choice = f"{group}={option.stem}"
-            validate(compose(choice, *[pixels[choice]] if choice in pixels else []))
-    for preset in sorted((conf / "experiment").glob("*.yaml")):
-        validate(compose(f"+experiment={preset.stem}"))
 
 
 @pytest.mark.parametrize("pending", [["pbt"], ["eval", "eval"], "eval", [1], [torch.zeros(1)], None])
