@@ -7,8 +7,10 @@ model.pt), plays N episodes with the greedy policy (noisy layers use their mean 
 of a random action at each step, by default the run's `eval.epsilon`), prints the mean,
 standard deviation and every return, and saves them next to the weights: one line per call appended to
 `evaluations.jsonl` (with its time), the latest also as `evaluation.json`. The same seed gives the same
-evaluation. `video=true` records those same episodes while they are played (one mp4
-per episode) into a new `<run dir>/videos/seed<S>_<time>/` and prints where (needs the `video` extra).
+evaluation, and the run's `eval.num_envs` plays them as the run's evaluations do, so the run's evaluation
+seed (seed + 1,000,000 + step) repeats its evaluation. `video=true` records the episodes while they are
+played (one env and one mp4 per episode) into a new `<run dir>/videos/seed<S>_<time>/` and prints where
+(needs the `video` extra).
 
 The saved config is checked as resume checks it (`rlrun.config.saved`): an interpolation is refused, and so is an
 env id with a `module:` part (`helpers:CartPole-v1`, whose module gymnasium would import) unless
@@ -34,7 +36,7 @@ from rlrun import console, policy
 from rlrun.config import saved
 from rlrun.errors import ConfigError, Exit, fail
 from rlrun.storage import checkpoint as ckpt, rundir
-from rlrun.training.build import make_eval_envs
+from rlrun.training.build import eval_num_envs, make_eval_envs
 from rlrun.training.device import resolve_device
 from rlrun.training.evaluation import evaluate
 
@@ -216,13 +218,17 @@ def play(found: policy.Saved, opts: dict[str, Any], device: torch.device, video_
             os.environ.setdefault(key, "dummy")
         os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     cfg = saved.playing_config(found.config, video=video_dir is not None)
-    envs = make_eval_envs(cfg, opts["episodes"])
+    # the run's eval.num_envs layout (a video records one episode per env)
+    num_envs = opts["episodes"] if video_dir is not None else min(opts["episodes"], eval_num_envs(cfg))
+    envs = make_eval_envs(cfg, num_envs)
     recorder = FrameRecorder(envs) if video_dir is not None else None
     try:
         q_net = policy.q_network(cfg, envs, found.weights, device)
         if opts["epsilon"] is None:
             opts["epsilon"] = float(cfg.eval.epsilon)
-        returns = evaluate(q_net, recorder or envs, [opts["seed"]], device, epsilon=opts["epsilon"])
+        returns = evaluate(
+            q_net, recorder or envs, [opts["seed"]], device, epsilon=opts["epsilon"], episodes=opts["episodes"]
+        )
         assert returns is not None  # nothing stops it
         returns = returns[0]
         videos = []

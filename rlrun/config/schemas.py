@@ -149,7 +149,11 @@ class ExplorationConfig:
 @dataclass
 class EvalConfig:
     interval: int = 10_000  # env steps between greedy evaluations; 0 disables
-    episodes: int = 5  # greedy episodes per evaluation (one per env)
+    episodes: int = 5  # greedy episodes per evaluation
+    # Envs per agent that play them (at most one per episode), each its fixed share one after another; null:
+    # one env per episode (an evaluation then lasts its longest episode, every env stepped until then; the
+    # Atari 100k presets take 10)
+    num_envs: int | None = None
     # The chance of a uniform random action at each evaluation step. 0: greedy. The Atari 100k presets take
     # Dopamine's 0.001, so that no policy stalls a game for its whole episode cap (Breakout waits for FIRE).
     epsilon: float = 0.0

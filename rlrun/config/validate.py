@@ -200,6 +200,7 @@ def _run(cfg: DictConfig) -> None:
     """Evaluation, logging, budget, seeds and what a batched run or recorded updates allow."""
     in_range(cfg, "eval.interval", 0, math.inf, hi_open=True)
     positive(cfg, "eval.episodes")
+    positive(cfg, "eval.num_envs", nullable=True)
     in_range(cfg, "eval.epsilon", 0.0, 1.0)
     positive(cfg, "log.interval")
     in_range(cfg, "log.progress_interval", 0.0, math.inf, hi_open=True)

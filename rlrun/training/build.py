@@ -103,8 +103,13 @@ def make_envs(cfg: DictConfig, agents: int):
     except ConfigError:
         envs.close()
         raise
-    eval_envs = make_eval_envs(cfg, cfg.eval.episodes * agents) if cfg.eval.interval > 0 else None
+    eval_envs = make_eval_envs(cfg, eval_num_envs(cfg) * agents) if cfg.eval.interval > 0 else None
     return envs, eval_envs
+
+
+def eval_num_envs(cfg: DictConfig) -> int:
+    """Envs per agent that play an evaluation's episodes: eval.num_envs, at most one per episode (null: one each)."""
+    return min(cfg.eval.num_envs or cfg.eval.episodes, cfg.eval.episodes)
 
 
 def make_eval_envs(cfg: DictConfig, num_envs: int):
@@ -244,6 +249,7 @@ def loop_settings(cfg: DictConfig) -> LoopSettings:
         progress_interval=cfg.log.progress_interval,
         eval_interval=cfg.eval.interval,
         eval_epsilon=cfg.eval.epsilon,
+        eval_episodes=cfg.eval.episodes,
         checkpoint_every=cfg.checkpoint.every,
         checkpoint_replay=cfg.checkpoint.replay,
         stop_on_solve=cfg.stop_on_solve,

@@ -1,5 +1,10 @@
-"""Greedy (or epsilon-greedy) evaluation: `episodes` envs per agent run side by side, one batched forward pass
-per step."""
+"""Greedy (or epsilon-greedy) evaluation: each agent's envs run side by side, one batched forward pass per step.
+
+With one env per episode (the default) an evaluation lasts as long as its longest episode, every env stepped
+until then. With fewer envs (`eval.num_envs`) each env plays a fixed share of the episodes one after another,
+so a single long game (Breakout waiting for FIRE until the episode cap) no longer keeps all the others
+stepping. Which episodes count is fixed before any is played (env j plays episodes j, j + S, j + 2S, ...),
+so short episodes are not favoured."""
 
 from __future__ import annotations
 
@@ -21,15 +26,19 @@ def evaluate(
     device: torch.device,
     stopped: Callable[[], bool] = lambda: False,
     epsilon: float = 0.0,
+    episodes: int | None = None,
 ) -> np.ndarray | None:
-    """Returns (K, E) of the first episode of each sub-env under the greedy policy. `envs` holds K x E
-    sub-envs for the K = len(seeds) agents of `q_net` (K = 1 for a single `QNetwork`); agent k's envs
-    are seeded seeds[k], seeds[k] + 1, ... None once `stopped()` turns true (checked at every step: an
-    evaluation of long episodes can take minutes, longer than a scheduler's grace after SIGTERM). With
-    `epsilon` > 0 each action is uniform random with that chance, drawn from a generator seeded by `seeds`."""
+    """Returns (K, N) returns of N = `episodes` episodes per agent (default: one per env). `envs` holds K x S
+    sub-envs for the K = len(seeds) agents of `q_net` (K = 1 for a single `QNetwork`); agent k's envs are
+    seeded seeds[k], seeds[k] + 1, ... and env j's r-th episode is column j + r * S. None once `stopped()`
+    turns true (checked at every step: an evaluation of long episodes can take minutes, longer than a
+    scheduler's grace after SIGTERM). With `epsilon` > 0 each action is uniform random with that chance,
+    drawn from a generator seeded by `seeds`."""
     agents = len(seeds)
     per_agent = envs.num_envs // agents
-    returns = np.full(envs.num_envs, np.nan)
+    episodes = per_agent if episodes is None else episodes
+    returns = np.full((agents, episodes), np.nan)
+    played = np.zeros((agents, per_agent), dtype=np.int64)  # episodes each env has finished
     was_training = q_net.training
     q_net.eval()  # noisy layers use their mean weights
     actor = GreedyActor(q_net, device)
@@ -45,8 +54,11 @@ def evaluate(
                 actions = np.where(explore, rng.integers(envs.single_action_space.n, size=len(actions)), actions)
             obs, _, _, _, infos = envs.step(actions)
             for i, ret, _ in finished_episodes(infos):
-                if np.isnan(returns[i]):
-                    returns[i] = ret
+                k, j = divmod(i, per_agent)
+                column = j + played[k, j] * per_agent
+                if column < episodes:
+                    returns[k, column] = ret
+                played[k, j] += 1
     finally:
         q_net.train(was_training)
-    return returns.reshape(agents, per_agent)
+    return returns

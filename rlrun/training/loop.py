@@ -266,6 +266,7 @@ class Trainer:
             self.parts.device,
             stopped=lambda: self.signal is not None,
             epsilon=self.settings.eval_epsilon,
+            episodes=self.settings.eval_episodes,
         )
         if returns is None:
             return False

@@ -58,6 +58,7 @@ class LoopSettings:
     progress_interval: float  # seconds between the plain progress lines (rlrun.training.population.ProgressLines)
     eval_interval: int  # 0: no evaluation
     eval_epsilon: float  # the chance of a random action at each evaluation step (0: greedy)
+    eval_episodes: int  # per agent, played by the eval envs (parts.eval_envs) in fixed shares
     checkpoint_every: int  # 0: only at the end and on a signal
     checkpoint_replay: bool
     stop_on_solve: bool

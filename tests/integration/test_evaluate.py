@@ -77,3 +77,18 @@ def test_a_typo_or_a_missing_path_is_one_line(tmp_path, capsys, argv, says):
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.strip().endswith(says[-60:]), err
+
+
+def test_a_run_with_fewer_eval_envs_than_episodes_is_evaluated_again_the_same(tmp_path):
+    """eval.num_envs=2 plays 5 episodes on 2 envs (3 + 2); `rlrun.evaluate` with the run's evaluation seed
+    plays them the same way (the run's layout), so it repeats the run's final evaluation."""
+    d = tmp_path / "run"
+    args = ["total_steps=1500", "algo.learning_starts=300", "eval.interval=1500", "eval.episodes=5"]
+    proc = cli("-m", "rlrun.train", *args, "eval.num_envs=2", "log.plot=false", f"hydra.run.dir={d}")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((d / "summary.json").read_text())
+    seed = 1_000_000 + summary["env_steps"]  # the run's evaluation seed: seed + 1e6 + step (1504: 8 envs a step)
+    again = in_process("rlrun.evaluate", d, "episodes=5", f"seed={seed}")
+    assert again.returncode == 0, again.stderr
+    returns = json.loads((d / "evaluation.json").read_text())["returns"]
+    assert len(returns) == 5 and sum(returns) / 5 == pytest.approx(summary["final_eval_return"])
