@@ -1,15 +1,17 @@
 """Greedy evaluation of a trained run.
 
-    python -m rlrun.evaluate <run dir or checkpoint> [episodes=N] [seed=S] [epsilon=E] [video=true] [env.id=ID]
+    python -m rlrun.evaluate <run dir or checkpoint> [episodes=N] [seed=S] [epsilon=E] [num_envs=M] [video=true]
+                             [env.id=ID]
 
 Loads the run's config and weights (from a checkpoint file, or a run directory's checkpoint.pt or
 model.pt), plays N episodes with the greedy policy (noisy layers use their mean weights; `epsilon`: the chance
 of a random action at each step, by default the run's `eval.epsilon`), prints the mean,
 standard deviation and every return, and saves them next to the weights: one line per call appended to
 `evaluations.jsonl` (with its time), the latest also as `evaluation.json`. The same seed gives the same
-evaluation, and the run's `eval.num_envs` plays them as the run's evaluations do, so the run's evaluation
-seed (seed + 1,000,000 + step) repeats its evaluation. `video=true` records the episodes while they are
-played (one env and one mp4 per episode) into a new `<run dir>/videos/seed<S>_<time>/` and prints where
+evaluation. The episodes are played as the run's evaluations play them, on its `eval.num_envs` envs each
+playing a fixed share in turn (`num_envs=M` chooses another number), so the run's evaluation seed
+(seed + 1,000,000 + step) repeats its evaluation. `video=true` records the episodes while they are played
+(one env and one mp4 per episode) into a new `<run dir>/videos/seed<S>_<time>/` and prints where
 (needs the `video` extra).
 
 The saved config is checked as resume checks it (`rlrun.config.saved`): an interpolation is refused, and so is an
@@ -42,7 +44,7 @@ from rlrun.training.evaluation import evaluate
 
 USAGE = (
     "usage: python -m rlrun.evaluate <run dir or checkpoint.pt> [episodes=10] [seed=0] [epsilon=<the run's>]"
-    " [video=false] [device=auto]"
+    " [num_envs=<the run's eval.num_envs>] [video=false] [device=auto]"
     " [env.id=<the run's id, to confirm a module:id>]"
 )
 
@@ -58,12 +60,40 @@ def refuse(message: str, code: int = Exit.BAD_INPUT) -> NoReturn:
     fail(message, code, command=COMMAND)
 
 
+def _value(key: str, value: str) -> Any:
+    """One command-line value, converted and checked (refused in one line)."""
+    if key in ("episodes", "seed", "num_envs"):
+        try:
+            number = int(value)
+        except ValueError:
+            refuse(f"{key} must be an integer, got {value!r}")
+        if key == "seed" and not 0 <= number < 2**32:
+            refuse(f"seed must be in [0, {2**32 - 1}], got {number}")
+        if key != "seed" and number < 1:
+            refuse(f"{key} must be >= 1, got {number}")
+        return number
+    if key == "epsilon":
+        try:
+            epsilon = float(value)
+        except ValueError:
+            epsilon = math.nan
+        if not 0 <= epsilon <= 1:
+            refuse(f"epsilon must be a number in [0, 1], got {value!r}")
+        return epsilon
+    if key == "video":
+        if value.lower() not in BOOLEANS:
+            refuse(f"video must be one of {', '.join(BOOLEANS)}, got {value!r}")
+        return BOOLEANS[value.lower()]
+    return value
+
+
 def parse(argv: list[str]) -> tuple[Path, dict[str, Any]]:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)
         sys.exit(Exit.OK if argv else Exit.BAD_INPUT)
     opts: dict[str, Any] = {
         "episodes": 10,
+        "num_envs": None,
         "seed": 0,
         "epsilon": None,
         "video": False,
@@ -74,28 +104,7 @@ def parse(argv: list[str]) -> tuple[Path, dict[str, Any]]:
         key, sep, value = arg.partition("=")
         if not sep or key not in opts:
             refuse(f"unknown argument {arg!r}; allowed keys: {', '.join(opts)}")
-        if key in ("episodes", "seed"):
-            try:
-                opts[key] = int(value)
-            except ValueError:
-                refuse(f"{key} must be an integer, got {value!r}")
-        elif key == "epsilon":
-            try:
-                opts[key] = float(value)
-            except ValueError:
-                opts[key] = math.nan
-            if not 0 <= opts[key] <= 1:
-                refuse(f"epsilon must be a number in [0, 1], got {value!r}")
-        elif key == "video":
-            if value.lower() not in BOOLEANS:
-                refuse(f"video must be one of {', '.join(BOOLEANS)}, got {value!r}")
-            opts[key] = BOOLEANS[value.lower()]
-        else:
-            opts[key] = value
-    if opts["episodes"] < 1:
-        refuse(f"episodes must be >= 1, got {opts['episodes']}")
-    if not 0 <= opts["seed"] < 2**32:
-        refuse(f"seed must be in [0, {2**32 - 1}], got {opts['seed']}")
+        opts[key] = _value(key, value)
     if opts["device"] not in ("auto", "cpu", "cuda"):
         refuse(f"device must be one of auto, cpu, cuda, got {opts['device']!r}")
     return Path(argv[0]), opts
@@ -218,8 +227,9 @@ def play(found: policy.Saved, opts: dict[str, Any], device: torch.device, video_
             os.environ.setdefault(key, "dummy")
         os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     cfg = saved.playing_config(found.config, video=video_dir is not None)
-    # the run's eval.num_envs layout (a video records one episode per env)
-    num_envs = opts["episodes"] if video_dir is not None else min(opts["episodes"], eval_num_envs(cfg))
+    # the run's eval.num_envs layout unless num_envs says otherwise (a video records one episode per env)
+    layout = eval_num_envs(cfg) if opts["num_envs"] is None else opts["num_envs"]
+    num_envs = opts["episodes"] if video_dir is not None else min(opts["episodes"], layout)
     envs = make_eval_envs(cfg, num_envs)
     recorder = FrameRecorder(envs) if video_dir is not None else None
     try:

@@ -42,6 +42,8 @@ def test_same_seed_same_evaluation_from_dir_and_checkpoint(run_dir):
 def test_bad_arguments_are_clear(run_dir, tmp_path):
     proc = in_process("rlrun.evaluate", run_dir, "episodes=many")
     assert proc.returncode != 0 and "episodes must be an integer" in proc.stderr and "Traceback" not in proc.stderr
+    proc = in_process("rlrun.evaluate", run_dir, "num_envs=0")
+    assert proc.returncode == 2 and "num_envs must be >= 1, got 0" in proc.stderr and "Traceback" not in proc.stderr
     proc = in_process("rlrun.evaluate", tmp_path)
     assert proc.returncode != 0 and "neither a checkpoint nor a run directory" in proc.stderr
 
@@ -92,3 +94,6 @@ def test_a_run_with_fewer_eval_envs_than_episodes_is_evaluated_again_the_same(tm
     assert again.returncode == 0, again.stderr
     returns = json.loads((d / "evaluation.json").read_text())["returns"]
     assert len(returns) == 5 and sum(returns) / 5 == pytest.approx(summary["final_eval_return"])
+    # num_envs=5: one env per episode, the layout of a run without eval.num_envs: other episodes
+    wide = in_process("rlrun.evaluate", d, "episodes=5", f"seed={seed}", "num_envs=5")
+    assert wide.returncode == 0 and json.loads((d / "evaluation.json").read_text())["returns"] != returns
