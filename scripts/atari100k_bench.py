@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from benchlib.atari100k_data import GAMES, HUMAN, PUBLISHED, RANDOM, human_normalised
-from benchlib.common import moving_means, report, train_cmd
+from benchlib.common import moving_means, report, run_learning, train_cmd
 from minatar_bench import last_eval, set_aside_unfinished
 
 from rlrun.storage import bounded, runstate  # run files read within bounds, as rlrun reads them
@@ -83,8 +82,7 @@ def learn(args) -> None:
                     overrides = [*row_overrides(row), f"env.id=ALE/{game}-v5", f"seed={seed}",
                                  "log.progress_interval=0", *args.overrides]  # fmt: skip
                     cmd = train_cmd(overrides, str(run))
-                print("running: " + " ".join(cmd), file=sys.stderr, flush=True)
-                subprocess.run(cmd, check=True)
+                run_learning(cmd, run)
 
 
 # --- the table -------------------------------------------------------------------------------------------------

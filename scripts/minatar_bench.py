@@ -31,7 +31,6 @@ import argparse
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -45,6 +44,7 @@ from benchlib.common import (
     read_summary,
     refusing,
     report,
+    run_learning,
     run_processes,
     train_cmd,
 )
@@ -133,8 +133,7 @@ def learn(args) -> None:
                 "log.progress_interval=0",
             ]
             cmd = train_cmd(overrides, str(run_dir))
-        print("running: " + " ".join(cmd), file=sys.stderr, flush=True)
-        subprocess.run(cmd, check=True)
+        run_learning(cmd, run_dir)
 
 
 def set_aside_unfinished(run_dir: Path) -> None:

@@ -96,6 +96,19 @@ def refusing(main: Callable[[], None]) -> None:
         raise SystemExit(2) from None
 
 
+def run_learning(cmd: Sequence[str], run: Path) -> None:
+    """One learning run of a bench's `learn` (`rlrun.train` or `rlrun.resume`). A stop (exit 75: SIGTERM or
+    SIGINT, what it owes checkpointed) or a failure ends the script in one line with the run's exit code,
+    the runs after it not started."""
+    from rlrun.errors import Exit, fail
+
+    print("running: " + " ".join(cmd), file=sys.stderr, flush=True)
+    code = subprocess.run(cmd).returncode
+    if code != 0:
+        why = "stopped; the same command resumes it" if code == Exit.STOPPED else f"exit {code} (see its train.log)"
+        fail(f"{run}: {why}; the runs after it did not start", code, command=Path(sys.argv[0]).stem)
+
+
 def merged(defaults: Sequence[str], overrides: Sequence[str]) -> list[str]:
     """`defaults` with `overrides` in place of those that set the same key, then the other `overrides`: the
     command line names each key once (Hydra would let the later one win)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -74,10 +75,26 @@ def test_a_row_with_a_missing_game_is_left_out_of_the_iqm(tmp_path, capsys):
 def test_learn_skips_finished_runs_and_names_one_dir_per_row_game_seed(tmp_path, monkeypatch):
     write_run(tmp_path, "der__Pong__seed0", 1.0)
     started = []
-    monkeypatch.setattr(bench.subprocess, "run", lambda cmd, check: started.append(cmd))
+    monkeypatch.setattr(subprocess, "run", lambda cmd: started.append(cmd) or SimpleNamespace(returncode=0))
     args = SimpleNamespace(root=str(tmp_path), rows=["der"], games=["Pong"], seeds=2, first_seed=0, overrides=[])
     bench.learn(args)
     assert len(started) == 1
     cmd = started[0]
     assert "+experiment=der_atari100k" in cmd and "env.id=ALE/Pong-v5" in cmd and "seed=1" in cmd
     assert f"hydra.run.dir={tmp_path / 'der__Pong__seed1'}" in cmd
+
+
+@pytest.mark.parametrize(
+    "code, says", [(75, "stopped; the same command resumes it"), (3, "exit 3 (see its train.log)")]
+)
+def test_a_stopped_or_failed_run_ends_learn_in_one_line_with_its_code(tmp_path, monkeypatch, capsys, code, says):
+    """Before: subprocess.run(check=True) raised CalledProcessError, a traceback, when a run was stopped."""
+    started = []
+    monkeypatch.setattr(sys, "argv", ["scripts/atari100k_bench.py", "learn"])
+    monkeypatch.setattr(subprocess, "run", lambda cmd: started.append(cmd) or SimpleNamespace(returncode=code))
+    args = SimpleNamespace(root=str(tmp_path), rows=["der"], games=["Pong"], seeds=2, first_seed=0, overrides=[])
+    with pytest.raises(SystemExit) as exit_:
+        bench.learn(args)
+    err = capsys.readouterr().err.splitlines()
+    assert exit_.value.code == code and len(started) == 1  # seed 1 never started
+    assert err[-1] == f"atari100k_bench: {tmp_path / 'der__Pong__seed0'}: {says}; the runs after it did not start"

@@ -153,7 +153,7 @@ def test_minatar_learn_sets_aside_a_run_that_stopped_before_its_first_checkpoint
     resumable.mkdir()
     (resumable / "checkpoint.pt").write_bytes(b"")
     commands = []
-    monkeypatch.setattr(minatar_bench.subprocess, "run", lambda cmd, check: commands.append(cmd))
+    monkeypatch.setattr(subprocess, "run", lambda cmd: commands.append(cmd) or SimpleNamespace(returncode=0))
     args = SimpleNamespace(
         root=str(tmp_path), games=["Seaquest", "Breakout"], setting="rainbow", seeds=3, first_seed=0, frames=1000
     )
@@ -174,7 +174,7 @@ def test_minatar_learn_skips_a_game_another_process_is_training(tmp_path, monkey
     live = tmp_path / "mdqn__Seaquest__seeds3"
     live.mkdir()
     commands = []
-    monkeypatch.setattr(minatar_bench.subprocess, "run", lambda cmd, check: commands.append(cmd))
+    monkeypatch.setattr(subprocess, "run", lambda cmd: commands.append(cmd) or SimpleNamespace(returncode=0))
     args = SimpleNamespace(root=str(tmp_path), games=["Seaquest"], setting="mdqn", seeds=3, first_seed=0, frames=1000)
     with FileLock(str(live / LOCK_NAME), timeout=0):  # as the training process holds it
         minatar_bench.learn(args)
@@ -190,7 +190,7 @@ def test_minatar_learn_keeps_another_set_of_seeds_in_its_own_folder(tmp_path, mo
     finished.mkdir()
     (finished / "summary.json").write_text("{}")
     commands = []
-    monkeypatch.setattr(minatar_bench.subprocess, "run", lambda cmd, check: commands.append(cmd))
+    monkeypatch.setattr(subprocess, "run", lambda cmd: commands.append(cmd) or SimpleNamespace(returncode=0))
     args = SimpleNamespace(
         root=str(tmp_path), games=["Breakout"], setting="preset", seeds=3, first_seed=10, frames=1000
     )
