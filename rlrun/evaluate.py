@@ -186,6 +186,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         "time": datetime.now().isoformat(timespec="seconds"),
         "source": str(path),
         "episodes": opts["episodes"],
+        "num_envs": opts["num_envs"],  # the episodes' layout: their means differ (docs/results/atari.md)
         "seed": opts["seed"],
         "epsilon": opts["epsilon"],
         "mean_return": float(returns.mean()),
@@ -229,8 +230,8 @@ def play(found: policy.Saved, opts: dict[str, Any], device: torch.device, video_
     cfg = saved.playing_config(found.config, video=video_dir is not None)
     # the run's eval.num_envs layout unless num_envs says otherwise (a video records one episode per env)
     layout = eval_num_envs(cfg) if opts["num_envs"] is None else opts["num_envs"]
-    num_envs = opts["episodes"] if video_dir is not None else min(opts["episodes"], layout)
-    envs = make_eval_envs(cfg, num_envs)
+    opts["num_envs"] = opts["episodes"] if video_dir is not None else min(opts["episodes"], layout)
+    envs = make_eval_envs(cfg, opts["num_envs"])
     recorder = FrameRecorder(envs) if video_dir is not None else None
     try:
         q_net = policy.q_network(cfg, envs, found.weights, device)

@@ -92,8 +92,11 @@ def test_a_run_with_fewer_eval_envs_than_episodes_is_evaluated_again_the_same(tm
     seed = 1_000_000 + summary["env_steps"]  # the run's evaluation seed: seed + 1e6 + step (1504: 8 envs a step)
     again = in_process("rlrun.evaluate", d, "episodes=5", f"seed={seed}")
     assert again.returncode == 0, again.stderr
-    returns = json.loads((d / "evaluation.json").read_text())["returns"]
+    result = json.loads((d / "evaluation.json").read_text())
+    returns = result["returns"]
     assert len(returns) == 5 and sum(returns) / 5 == pytest.approx(summary["final_eval_return"])
+    assert result["num_envs"] == 2  # the layout is recorded with the returns
     # num_envs=5: one env per episode, the layout of a run without eval.num_envs: other episodes
     wide = in_process("rlrun.evaluate", d, "episodes=5", f"seed={seed}", "num_envs=5")
-    assert wide.returncode == 0 and json.loads((d / "evaluation.json").read_text())["returns"] != returns
+    result = json.loads((d / "evaluation.json").read_text())
+    assert wide.returncode == 0 and result["returns"] != returns and result["num_envs"] == 5
