@@ -6,10 +6,25 @@ minute on one core; tests/unit/conftest.py makes a unit test that trains or star
 learning bars and heavier whole-run checks (`pytest -m slow`).
 """
 
+import os
+
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+
+
+@pytest.fixture(autouse=True)
+def environment_kept():
+    """Each test ends with the environment it started with. Libraries called in the test process set
+    variables there (torch.compile sets TORCHINDUCTOR_CACHE_DIR): a command started later with such a
+    variable runs as a fresh interpreter instead of a child of the tests' fork server (tests/launch.py),
+    about 5 s more each."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 class CountingEnv(gym.Env):

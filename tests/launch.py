@@ -31,7 +31,7 @@ from pathlib import Path
 # config schema or env id; tests/integration/test_launch.py checks): what a command registers happens in its
 # child as in a fresh process, so a command that misses a registration still fails here.
 PRELOAD = ["torch", "torch._dynamo", "torch.utils.tensorboard", "hydra", "omegaconf", "gymnasium", "filelock",
-           "tabulate", "rlrun.cli", "rlrun.training.build"]  # fmt: skip
+           "tabulate", "rliable.library", "rlrun.cli", "rlrun.training.build"]  # fmt: skip
 # The two start-up variables the child applies itself; any other that an env changes (or one read when the
 # preloaded modules were imported) makes a real subprocess (`_exec_instead`).
 _SET_AT_START = ("PYTHONWARNINGS", "PYTHONPATH")
