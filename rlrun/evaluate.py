@@ -186,7 +186,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         "time": datetime.now().isoformat(timespec="seconds"),
         "source": str(path),
         "episodes": opts["episodes"],
-        "num_envs": opts["num_envs"],  # the episodes' layout: their means differ (docs/results/atari.md)
+        "num_envs": opts["num_envs"],  # the episodes' layout: their means differ (docs/results/atari100k.md)
         "seed": opts["seed"],
         "epsilon": opts["epsilon"],
         "mean_return": float(returns.mean()),

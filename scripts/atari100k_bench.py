@@ -13,7 +13,7 @@
 Rows (ROWS below): `der` is +experiment=der_atari100k, `drq_eps` +experiment=drq_eps_atari100k, `drq_eps_small`
 the latter on DER's small network without the intensity augmentation, gradients clipped at 10; anything else
 is taken as overrides (name the experiment in them, e.g. --rows "+experiment=drq_eps_atari100k buffer.n_step=20").
-The games and the published numbers live in benchlib/atari100k_data.py (docs/results/atari.md says why).
+The games and the published numbers live in benchlib/atari100k_data.py (docs/results/atari100k.md says why).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Atari 100k's published numbers for the five games rlrun's table runs (scripts/atari100k_bench.py).
 
-The games, chosen before any run (docs/results/atari.md "Atari 100k" says why): Pong and Breakout (the games
+The games, chosen before any run (docs/results/atari100k.md says why): Pong and Breakout (the games
 of rlrun's Atari presets and of issue 64's PQN runs, so the two tables meet), Boxing (a dense reward that
 both published agents learn within 100k steps), Freeway (one sparse reward, where DrQ(eps)'s runs split into
 about 0 and about 28: exploration decides it) and Asterix (many small rewards; human-normalised scores far
