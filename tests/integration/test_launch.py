@@ -80,3 +80,22 @@ def test_a_started_command_is_killed_and_reports_the_signal_as_popen_does(tmp_pa
     left = start_module("sleeper", cwd=tmp_path)  # one a failed test left running: killed at pytest's exit
     launch._kill_leftovers()
     assert left.poll() == -9
+
+
+_BEFORE = {}
+
+
+def test_a_start_up_variable_set_in_the_test_process_is_set_here():
+    """As torch.compile in the test process does (inductor sets TORCHINDUCTOR_CACHE_DIR); the next test checks
+    that it does not outlive this one (tests/conftest.py), so later commands are still forked."""
+    _BEFORE["value"] = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    import torch._inductor.runtime.cache_dir_utils as inductor_cache  # importing inductor may set it already
+
+    inductor_cache.cache_dir()
+    assert os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+
+
+def test_the_next_test_starts_without_it_and_its_commands_are_forked():
+    assert _BEFORE, "runs after the test above"
+    assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") == _BEFORE["value"]
+    assert os.environ.get("RLRUN_TESTS_EXEC") == "1" or not launch._exec_instead(dict(os.environ))
