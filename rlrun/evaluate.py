@@ -221,7 +221,8 @@ def check_video_extra() -> None:
 
 def play(found: policy.Saved, opts: dict[str, Any], device: torch.device, video_dir: Path | None = None):
     """The greedy returns of `opts['episodes']` episodes and, with `video_dir`, the videos of those same
-    episodes, recorded while they are played."""
+    episodes, recorded while they are played. `opts`' epsilon and num_envs end as played (the run's values
+    where none was given), which `run` records with the returns."""
     if video_dir is not None:
         # pygame renders off-screen: no display, no audio device, no XDG_RUNTIME_DIR warning from SDL
         for key in ("SDL_VIDEODRIVER", "SDL_AUDIODRIVER"):
