@@ -95,14 +95,15 @@ def apply_layers(layers: Iterable[nn.Module], x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def _init_linear(net: nn.Module, weight_init) -> None:
-    """Re-initialise the plain linear layers (noisy layers keep the paper's scheme); biases to zero.
-    Hidden layers get gain sqrt(2) (for ReLU-like activations), output layers gain 1."""
+def _init_layers(net: nn.Module, weight_init, hidden_gain: float) -> None:
+    """Re-initialise every convolution and plain linear layer (noisy layers keep the paper's scheme), biases
+    to zero: hidden layers with gain `hidden_gain`, the output layers (head, value, advantage) with gain 1."""
     heads = {m for name, m in net.named_children() if name in ("head", "value", "advantage")}
     for m in net.modules():
-        if isinstance(m, nn.Linear):
-            weight_init(m.weight, gain=1.0 if m in heads else math.sqrt(2))
-            nn.init.zeros_(m.bias)
+        if isinstance(m, (nn.Linear, nn.Conv2d)):
+            weight_init(m.weight, gain=1.0 if m in heads else hidden_gain)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
 
 
 def nature_cnn(channels: int) -> nn.Sequential:
@@ -150,8 +151,10 @@ FRAME_ENCODERS = ("nature_cnn", "der_cnn")
 
 INITS = {
     "default": lambda net: None,  # torch's Kaiming-uniform defaults
-    "xavier": lambda net: _init_linear(net, nn.init.xavier_uniform_),
-    "orthogonal": lambda net: _init_linear(net, nn.init.orthogonal_),
+    # Dopamine's (its DQN, DER and DrQ(eps) networks): Glorot uniform, no gain, on every layer
+    "xavier": lambda net: _init_layers(net, nn.init.xavier_uniform_, hidden_gain=1.0),
+    # orthogonal, gain sqrt(2) before a ReLU as CleanRL's layer_init and SB3's ortho_init; gain 1 on the outputs
+    "orthogonal": lambda net: _init_layers(net, nn.init.orthogonal_, hidden_gain=math.sqrt(2)),
 }
 
 
@@ -179,7 +182,8 @@ class QNetwork(nn.Module):
       evenly spaced fractions, so acting and greedy evaluation are deterministic.
     - `noisy`: every linear layer is a `NoisyLinear` (IQN's tau embedding stays plain); call
       `reset_noise()` to resample.
-    - `init`: `default` (torch's), `xavier` or `orthogonal` for the plain linear layers.
+    - `init`: `default` (torch's), `xavier` (Dopamine's) or `orthogonal` (CleanRL's) for the convolutions and
+      plain linear layers.
     """
 
     support: torch.Tensor  # (atoms,) C51's support; a placeholder zero for scalar networks
