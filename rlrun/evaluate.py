@@ -40,7 +40,7 @@ from rlrun.errors import ConfigError, Exit, fail
 from rlrun.storage import checkpoint as ckpt, rundir
 from rlrun.training.build import eval_num_envs, make_eval_envs
 from rlrun.training.device import resolve_device
-from rlrun.training.evaluation import evaluate
+from rlrun.training.evaluation import EvalProgress, evaluate
 
 USAGE = (
     "usage: python -m rlrun.evaluate <run dir or checkpoint.pt> [episodes=10] [seed=0] [epsilon=<the run's>]"
@@ -238,8 +238,15 @@ def play(found: policy.Saved, opts: dict[str, Any], device: torch.device, video_
         q_net = policy.q_network(cfg, envs, found.weights, device)
         if opts["epsilon"] is None:
             opts["epsilon"] = float(cfg.eval.epsilon)
+        progress = EvalProgress("rlrun.evaluate", lambda line: print(line, file=sys.stderr))
         returns = evaluate(
-            q_net, recorder or envs, [opts["seed"]], device, epsilon=opts["epsilon"], episodes=opts["episodes"]
+            q_net,
+            recorder or envs,
+            [opts["seed"]],
+            device,
+            epsilon=opts["epsilon"],
+            episodes=opts["episodes"],
+            progress=progress,
         )
         assert returns is not None  # nothing stops it
         returns = returns[0]

@@ -8,6 +8,8 @@ so short episodes are not favoured."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -16,6 +18,27 @@ import torch
 from rlrun.algos.acting import GreedyActor
 from rlrun.envs.vector import finished_episodes
 from rlrun.nets.protocol import QNet
+
+log = logging.getLogger(__name__)
+
+
+class EvalProgress:
+    """Called at every step of an evaluation with (episodes counted, episodes owed): a line through `write`
+    once every `interval` seconds, so a long evaluation (100 Breakout games at epsilon 0.001, twenty minutes
+    after the last training step) shows it is playing; one shorter than `interval` writes nothing."""
+
+    interval = 60.0  # seconds
+
+    def __init__(self, label: str, write: Callable[[str], None] = log.info):
+        self.label, self.write = label, write
+        self.start = self.last = time.perf_counter()
+
+    def __call__(self, counted: int, owed: int) -> None:
+        now = time.perf_counter()
+        if now - self.last < self.interval:
+            return
+        self.last, elapsed = now, int(now - self.start)
+        self.write(f"{self.label}: {counted:,}/{owed:,} episodes played in {elapsed // 60}:{elapsed % 60:02d}")
 
 
 @torch.no_grad()
@@ -27,13 +50,15 @@ def evaluate(
     stopped: Callable[[], bool] = lambda: False,
     epsilon: float = 0.0,
     episodes: int | None = None,
+    progress: Callable[[int, int], None] = lambda counted, owed: None,
 ) -> np.ndarray | None:
     """Returns (K, N) returns of N = `episodes` episodes per agent (default: one per env). `envs` holds K x S
     sub-envs for the K = len(seeds) agents of `q_net` (K = 1 for a single `QNetwork`); agent k's envs are
     seeded seeds[k], seeds[k] + 1, ... and env j's r-th episode is column j + r * S. None once `stopped()`
     turns true (checked at every step: an evaluation of long episodes can take minutes, longer than a
     scheduler's grace after SIGTERM). With `epsilon` > 0 each action is uniform random with that chance,
-    drawn from a generator seeded by `seeds`."""
+    drawn from a generator seeded by `seeds`. `progress` (an `EvalProgress`) is called at every step with
+    the episodes counted so far and the K x N owed."""
     agents = len(seeds)
     per_agent = envs.num_envs // agents
     episodes = per_agent if episodes is None else episodes
@@ -59,6 +84,7 @@ def evaluate(
                 if column < episodes:
                     returns[k, column] = ret
                 played[k, j] += 1
+            progress(int(np.count_nonzero(~np.isnan(returns))), returns.size)
     finally:
         q_net.train(was_training)
     return returns

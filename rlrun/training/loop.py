@@ -35,7 +35,7 @@ from rlrun.replay.prioritized import Prioritized
 from rlrun.replay.rollout import Rollout
 from rlrun.storage import checkpoint as ckpt, rundir
 from rlrun.training import trainer_state
-from rlrun.training.evaluation import evaluate
+from rlrun.training.evaluation import EvalProgress, evaluate
 from rlrun.training.graphs import GraphedActor, GraphedUpdates
 from rlrun.training.parts import LoopSettings, Parts, group_lrs, set_group_lrs
 from rlrun.training.population import Population
@@ -267,6 +267,7 @@ class Trainer:
             stopped=lambda: self.signal is not None,
             epsilon=self.settings.eval_epsilon,
             episodes=self.settings.eval_episodes,
+            progress=EvalProgress(f"rlrun: evaluation at step {step:,}"),
         )
         if returns is None:
             return False

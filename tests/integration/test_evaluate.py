@@ -100,3 +100,22 @@ def test_a_run_with_fewer_eval_envs_than_episodes_is_evaluated_again_the_same(tm
     wide = in_process("rlrun.evaluate", d, "episodes=5", f"seed={seed}", "num_envs=5")
     result = json.loads((d / "evaluation.json").read_text())
     assert wide.returncode == 0 and result["returns"] != returns and result["num_envs"] == 5
+
+
+def test_a_long_evaluation_says_how_far_it_is_in_the_run_log_and_from_the_command(
+    compose, tmp_path, monkeypatch, capsys
+):
+    """Lines come once a minute (EvalProgress.interval); at 0, one at every step of the evaluation: the run's
+    final evaluation logs them (train.log, the console) and `rlrun.evaluate` prints them on stderr."""
+    from rlrun import evaluate
+    from rlrun.run import train
+    from rlrun.training.evaluation import EvalProgress
+
+    monkeypatch.setattr(EvalProgress, "interval", 0.0)
+    d = tmp_path / "run"
+    train(compose("total_steps=608", "algo.learning_starts=300", "eval.interval=608", "eval.episodes=3"), d)  # 8 envs
+    logged = [line for line in (d / "train.log").read_text().splitlines() if "rlrun: evaluation at step 608:" in line]
+    assert logged and logged[-1].endswith("3/3 episodes played in 0:00"), logged
+    capsys.readouterr()
+    evaluate.run([str(d), "episodes=2"])
+    assert capsys.readouterr().err.splitlines()[-1] == "rlrun.evaluate: 2/2 episodes played in 0:00"

@@ -8,7 +8,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from rlrun.errors import ConfigError
-from rlrun.training.evaluation import evaluate
+from rlrun.training.evaluation import EvalProgress, evaluate
 
 CPU = torch.device("cpu")
 
@@ -60,6 +60,27 @@ def test_each_env_plays_its_share_in_order_and_the_columns_say_which():
     returns = evaluate(First(), envs([[3, 5, 2], [4], [1]]), [0], CPU, episodes=7)
     # env j plays episodes j, j + 3, j + 6: its r-th episode is column j + 3r
     assert returns.tolist() == [[0, 1000, 2000, 1, 1001, 2001, 2]]
+
+
+def test_progress_hears_every_step_with_the_episodes_counted_and_owed():
+    heard = []
+    evaluate(First(), envs([[3, 5, 2], [4], [1]]), [0], CPU, episodes=7, progress=lambda *a: heard.append(a))
+    # env 2's one-step episodes land at steps 1, 2, 3, ..., the others' at 3, 4, 8, 8, 10 (a column < 7 each)
+    assert heard[0] == (1, 7) and heard[-1] == (7, 7) and len(heard) == 10
+    assert [c for c, _ in heard] == sorted(c for c, _ in heard)
+
+
+def test_a_long_evaluation_writes_a_line_a_minute_a_short_one_none(monkeypatch):
+    clock = iter([0.0, 30.0, 61.0, 90.0, 125.0])  # the start, then one reading per call
+    monkeypatch.setattr("rlrun.training.evaluation.time.perf_counter", lambda: next(clock))
+    lines: list[str] = []
+    progress = EvalProgress("rlrun: evaluation at step 100,000", lines.append)
+    for counted in (1, 12, 20, 37):
+        progress(counted, 100)
+    assert lines == [
+        "rlrun: evaluation at step 100,000: 12/100 episodes played in 1:01",
+        "rlrun: evaluation at step 100,000: 37/100 episodes played in 2:05",
+    ]
 
 
 def test_one_env_per_episode_keeps_the_first_episode_of_each():
