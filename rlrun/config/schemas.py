@@ -61,6 +61,7 @@ class QNetworkConfig:
     hidden_sizes: list[int] = field(default_factory=lambda: [128, 128])  # widths of the hidden layers
     dueling: bool = False  # separate value and advantage streams (Wang et al. 2016)
     layer_norm: bool = True  # LayerNorm after each hidden layer
+    conv_layer_norm: bool = False  # LayerNorm over each convolution's (C, H, W) output (CleanRL's pqn_atari)
     activation: str = "relu"  # relu | tanh | elu | gelu
     encoder: str = "mlp"  # mlp | nature_cnn, der_cnn (stacked frames: Nature DQN's, DER's) | minatar_cnn (grids)
     num_atoms: int = 1  # > 1: C51 distributional head over linspace(v_min, v_max, num_atoms)

@@ -124,6 +124,8 @@ def _network(cfg: DictConfig) -> None:
     algorithm(cfg.algo).check(cfg)  # the algorithm's own rules (rlrun.algos)
     if cfg.network.noisy:
         positive(cfg, "network.noisy_sigma0")
+    if cfg.network.conv_layer_norm:
+        check(cfg.network.encoder != "mlp", "network.conv_layer_norm", "true", "false with network.encoder=mlp")
 
 
 def _buffer(cfg: DictConfig) -> None:

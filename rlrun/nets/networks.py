@@ -158,13 +158,20 @@ INITS = {
 }
 
 
-def pixel_encoder(encoder: str, obs_shape: Sequence[int] | None) -> tuple[nn.Module, int]:
-    """The convolutional encoder `encoder` over (C, H, W) observations, and the width of its output."""
+def pixel_encoder(encoder: str, obs_shape: Sequence[int] | None, layer_norm: bool = False) -> tuple[nn.Module, int]:
+    """The convolutional encoder `encoder` over (C, H, W) observations, and the width of its output. With
+    `layer_norm`, a LayerNorm over each convolution's (C, H, W) output before its activation, as CleanRL's
+    pqn_atari normalises the Nature CNN's."""
     assert obs_shape is not None and len(obs_shape) == 3, f"{encoder} needs (C, H, W) observations"
-    channels, height, width = obs_shape
-    conv = ENCODERS[encoder](channels)
+    x = torch.zeros(1, *obs_shape)
+    layers: list[nn.Module] = []
     with torch.no_grad():
-        return conv, conv(torch.zeros(1, channels, height, width)).shape[1]
+        for module in ENCODERS[encoder](obs_shape[0]):
+            x = module(x)
+            layers.append(module)
+            if layer_norm and isinstance(module, nn.Conv2d):
+                layers.append(nn.LayerNorm(list(x.shape[1:])))
+    return nn.Sequential(*layers), x.shape[1]
 
 
 class QNetwork(nn.Module):
@@ -182,6 +189,7 @@ class QNetwork(nn.Module):
       evenly spaced fractions, so acting and greedy evaluation are deterministic.
     - `noisy`: every linear layer is a `NoisyLinear` (IQN's tau embedding stays plain); call
       `reset_noise()` to resample.
+    - `conv_layer_norm`: a LayerNorm over each convolution's (C, H, W) output, before its activation.
     - `init`: `default` (torch's), `xavier` (Dopamine's) or `orthogonal` (CleanRL's) for the convolutions and
       plain linear layers.
     """
@@ -199,6 +207,7 @@ class QNetwork(nn.Module):
         hidden_sizes: Sequence[int] = (128, 128),
         dueling: bool = False,
         layer_norm: bool = True,
+        conv_layer_norm: bool = False,
         activation: str = "relu",
         num_atoms: int = 1,
         v_min: float = -10.0,
@@ -226,7 +235,7 @@ class QNetwork(nn.Module):
         # nature_cnn reads uint8 frames (0-255), divided into [0, 1] on the training device; minatar_cnn 0/1 grids.
         self.input_divisor = 255.0 if encoder in FRAME_ENCODERS else None
         if self.pixels:
-            conv, in_dim = pixel_encoder(encoder, obs_shape)
+            conv, in_dim = pixel_encoder(encoder, obs_shape, conv_layer_norm)
             layers.append(conv)
         for size in hidden_sizes:
             self.embed_at, embed_dim = len(layers), in_dim  # IQN: where the last hidden block starts

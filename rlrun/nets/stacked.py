@@ -41,7 +41,11 @@ STACKED_ENCODERS = ("mlp", "minatar_cnn")
 
 def unsupported(net: QNetwork) -> list[str]:
     """The options of `net` that `StackedQNetwork` does not fuse (`VmapQNetwork` takes those)."""
-    return [] if net.encoder in STACKED_ENCODERS else [f"encoder {net.encoder}"]
+    if net.encoder not in STACKED_ENCODERS:
+        return [f"encoder {net.encoder}"]
+    if net.pixels and any(isinstance(m, nn.LayerNorm) for m in net.trunk[0].modules()):
+        return [f"encoder {net.encoder} with conv_layer_norm"]
+    return []
 
 
 class StackedQNetwork(nn.Module):

@@ -377,6 +377,7 @@ VMAP_VARIANTS = {
     "noisy": dict(noisy=True),
     "rainbow-net": dict(num_atoms=11, v_min=-5.0, v_max=5.0, dueling=True, noisy=True),
     "nature-cnn": dict(encoder="nature_cnn", obs_shape=[4, 84, 84], hidden_sizes=[32]),
+    "nature-cnn-conv-ln": dict(encoder="nature_cnn", obs_shape=[4, 84, 84], hidden_sizes=[32], conv_layer_norm=True),
     "qrdqn-dueling": dict(num_quantiles=5, dueling=True),
     "iqn-noisy-dueling": dict(tau_embedding_dim=8, noisy=True, dueling=True),
     "iqn-cnn": dict(tau_embedding_dim=8, encoder="nature_cnn", obs_shape=[4, 84, 84], hidden_sizes=[32]),
