@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 class EvalProgress:
     """Called at every step of an evaluation with (episodes counted, episodes owed): a line through `write`
-    once every `interval` seconds, so a long evaluation (100 Breakout games at epsilon 0.001, twenty minutes
+    once every `interval` seconds, so a long evaluation (100 Breakout games at epsilon 0.001, half an hour
     after the last training step) shows it is playing; one shorter than `interval` writes nothing."""
 
     interval = 60.0  # seconds
