@@ -64,13 +64,14 @@ def evaluate(
     episodes = per_agent if episodes is None else episodes
     returns = np.full((agents, episodes), np.nan)
     played = np.zeros((agents, per_agent), dtype=np.int64)  # episodes each env has finished
+    counted = 0  # columns of `returns` filled
     was_training = q_net.training
     q_net.eval()  # noisy layers use their mean weights
     actor = GreedyActor(q_net, device)
     rng = np.random.default_rng(list(seeds))
     obs, _ = envs.reset(seed=[s + j for s in seeds for j in range(per_agent)])
     try:
-        while np.isnan(returns).any():
+        while counted < returns.size:
             if stopped():
                 return None
             actions = actor.act(obs)
@@ -83,8 +84,9 @@ def evaluate(
                 column = j + played[k, j] * per_agent
                 if column < episodes:
                     returns[k, column] = ret
+                    counted += 1
                 played[k, j] += 1
-            progress(int(np.count_nonzero(~np.isnan(returns))), returns.size)
+            progress(counted, returns.size)
     finally:
         q_net.train(was_training)
     return returns
