@@ -117,3 +117,17 @@ def test_eval_num_envs_is_checked_and_the_atari_100k_presets_take_10(compose):
         assert eval_num_envs(compose(f"+experiment={experiment}", "eval.episodes=4")) == 4
     with pytest.raises(ConfigError, match=r"eval.num_envs=0.*a number > 0"):
         validate(compose("eval.num_envs=0"))
+
+
+class NotANumber(Scheduled):
+    def step(self, action):
+        obs, _, end, truncated, info = super().step(action)
+        return obs, float("nan") if end else 0.0, end, truncated, info
+
+
+@pytest.mark.timeout(60)  # before: played on forever, every slot still NaN
+def test_an_episode_whose_return_is_nan_is_counted_not_played_forever():
+    vec = gym.vector.SyncVectorEnv([lambda: NotANumber(0, [2])], autoreset_mode=AutoresetMode.SAME_STEP)
+    wrapped = StepCount(gym.wrappers.vector.RecordEpisodeStatistics(vec))
+    returns = evaluate(First(), wrapped, [0], CPU, episodes=3)
+    assert np.isnan(returns).all() and wrapped.steps == 6
