@@ -19,16 +19,15 @@ The games and the published numbers live in benchlib/atari100k_data.py (docs/res
 from __future__ import annotations
 
 import argparse
-import re
-import sys
 import time
 from pathlib import Path
 
 from benchlib.atari100k_data import GAMES, HUMAN, PUBLISHED, RANDOM, human_normalised
-from benchlib.common import moving_means, report, run_learning, train_cmd
-from minatar_bench import last_eval, set_aside_unfinished
+from benchlib.common import moving_means, report
+from benchlib.game_runs import label_of, learn_each, run_dir, runs_under
+from minatar_bench import last_eval
 
-from rlrun.storage import bounded, runstate  # run files read within bounds, as rlrun reads them
+from rlrun.storage import bounded  # run files read within bounds, as rlrun reads them
 
 ROWS = {
     "der": ["+experiment=der_atari100k"],  # Data-Efficient Rainbow (Dopamine's DER.gin)
@@ -41,48 +40,37 @@ ROWS = {
         "algo.max_grad_norm=10",
     ],
 }
-RUN_NAME = re.compile(r"(?P<row>.+)__(?P<game>[A-Za-z]+)__seed(?P<seed>\d+)")
 
 
 def row_overrides(row: str) -> list[str]:
     return ROWS.get(row, row.split())
 
 
-def label_of(row: str) -> str:
-    """The row's folder label: no '=' (Hydra's override grammar refuses it in hydra.run.dir) and no '__'."""
-    return row if row in ROWS else re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_.-]+", "_", row))
-
-
-def run_dir(root: Path, row: str, game: str, seed: int) -> Path:
-    return root / f"{label_of(row)}__{game}__seed{seed}"
-
-
 # --- learning runs -------------------------------------------------------------------------------------------
 
 
 def learn(args) -> None:
-    root = Path(args.root)
-    root.mkdir(parents=True, exist_ok=True)
     games = GAMES if args.games == ["all"] else args.games
-    for row in args.rows:
-        for game in games:
-            for seed in range(args.first_seed, args.first_seed + args.seeds):
-                run = run_dir(root, row, game, seed)
-                now = runstate.state(run)
-                if now in (runstate.DONE, runstate.FAILED):
-                    print(f"{run}: finished, kept", file=sys.stderr)
-                    continue
-                if runstate.in_use(run):  # another `learn` (on the other core) is training it
-                    print(f"{run}: in use by another process, skipped", file=sys.stderr)
-                    continue
-                if now == runstate.STOPPED:
-                    cmd = [sys.executable, "-m", "rlrun.resume", str(run)]
-                else:
-                    set_aside_unfinished(run)
-                    overrides = [*row_overrides(row), f"env.id=ALE/{game}-v5", f"seed={seed}",
-                                 "log.progress_interval=0", *args.overrides]  # fmt: skip
-                    cmd = train_cmd(overrides, str(run))
-                run_learning(cmd, run)
+    learn_each(
+        Path(args.root),
+        (
+            (
+                label_of(row, ROWS),
+                game,
+                seed,
+                [
+                    *row_overrides(row),
+                    f"env.id=ALE/{game}-v5",
+                    f"seed={seed}",
+                    "log.progress_interval=0",
+                    *args.overrides,
+                ],
+            )  # fmt: skip
+            for row in args.rows
+            for game in games
+            for seed in range(args.first_seed, args.first_seed + args.seeds)
+        ),
+    )
 
 
 # --- the table -------------------------------------------------------------------------------------------------
@@ -91,14 +79,11 @@ def learn(args) -> None:
 def collect(root: Path) -> dict[str, dict[str, dict[int, dict]]]:
     """row label -> game -> seed -> {"score": the final evaluation's mean or None, "wall": seconds or None}."""
     found: dict[str, dict[str, dict[int, dict]]] = {}
-    for run in sorted(p for p in root.iterdir() if p.is_dir()):
-        match = RUN_NAME.fullmatch(run.name)  # a run set aside by `learn` (.stopped-N) does not match
-        if match is None:
-            continue
+    for row, game, seed, run in runs_under(root):
         summary = run / "summary.json"
         wall = bounded.load_json(summary).get("wall_time_s") if summary.is_file() else None
         entry = {"score": last_eval(run), "wall": wall if isinstance(wall, (int, float)) else None}
-        found.setdefault(match["row"], {}).setdefault(match["game"], {})[int(match["seed"])] = entry
+        found.setdefault(row, {}).setdefault(game, {})[seed] = entry
     return found
 
 

@@ -48,6 +48,7 @@ from benchlib.common import (
     run_processes,
     train_cmd,
 )
+from benchlib.game_runs import set_aside_unfinished
 
 from rlrun.envs.minatar import GAMES as MODULES  # id name -> the game's module name (the reference's -g)
 from rlrun.storage import bounded, runstate  # run files read within bounds, as rlrun reads them
@@ -134,18 +135,6 @@ def learn(args) -> None:
             ]
             cmd = train_cmd(overrides, str(run_dir))
         run_learning(cmd, run_dir)
-
-
-def set_aside_unfinished(run_dir: Path) -> None:
-    """A run that stopped before its first checkpoint cannot resume and a new run never reuses its folder:
-    rename it (nothing is deleted) so the game starts anew under the same name."""
-    if not run_dir.exists():
-        return
-    n = 1
-    while (aside := run_dir.with_name(f"{run_dir.name}.stopped-{n}")).exists():
-        n += 1
-    run_dir.rename(aside)
-    print(f"{run_dir}: stopped before its first checkpoint; set aside as {aside.name}, starting anew", file=sys.stderr)
 
 
 def value_at(steps: list[int], means: list[float], step: int, reach: float = 0.99) -> float | None:
