@@ -172,20 +172,27 @@ def plot(args) -> None:
         raise SystemExit(f"no runs under {root}")
     games = sorted({game for _, game, _, _ in runs})
     rows = sorted({row for row, _, _, _ in runs})
-    fig, axes = plt.subplots(1, len(games), figsize=(5 * len(games), 3.6), squeeze=False)
-    for ax, game in zip(axes[0], games):
+    # by env steps, and by minutes at each run's mean speed (time to result: a finished run's summary has it)
+    fig, axes = plt.subplots(2, len(games), figsize=(5 * len(games), 7.2), squeeze=False)
+    for col, game in enumerate(games):
         labelled = set()
         for row, g, _, run in runs:
             if g != game or not (run / "episodes.csv").is_file():
                 continue
             steps, means = moving_means(run / "episodes.csv")
-            color = f"C{rows.index(row)}"
-            ax.plot(steps, means, color=color, alpha=0.8, label=None if row in labelled else row)
+            sps = (read_summary(run) if (run / "summary.json").is_file() else {}).get("sps")
+            style = {"color": f"C{rows.index(row)}", "alpha": 0.8, "label": None if row in labelled else row}
+            axes[0][col].plot(steps, means, **style)
+            if sps:
+                axes[1][col].plot([s / sps / 60 for s in steps], means, **style)
             labelled.add(row)
-        ax.axhline(GOAL, color="k", ls=":", lw=1)
-        ax.set_title(game)
-        ax.set_xlabel("env steps (4 frames each)")
-    axes[0][0].set_ylabel("100-episode mean of training returns")
+        for ax in axes[:, col]:
+            ax.axhline(GOAL, color="k", ls=":", lw=1)
+        axes[0][col].set_title(game)
+        axes[0][col].set_xlabel("env steps (4 frames each)")
+        axes[1][col].set_xlabel("minutes at the run's mean env steps/s")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("100-episode mean of training returns")
     axes[0][0].legend(fontsize=7)
     out = root / "pqn_atari_curves.png"
     fig.tight_layout()
