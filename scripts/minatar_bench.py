@@ -44,14 +44,13 @@ from benchlib.common import (
     read_summary,
     refusing,
     report,
-    run_learning,
     run_processes,
     train_cmd,
 )
-from benchlib.game_runs import set_aside_unfinished
+from benchlib.game_runs import learn_one
 
 from rlrun.envs.minatar import GAMES as MODULES  # id name -> the game's module name (the reference's -g)
-from rlrun.storage import bounded, runstate  # run files read within bounds, as rlrun reads them
+from rlrun.storage import bounded  # run files read within bounds, as rlrun reads them
 
 GAMES = list(MODULES)
 # The paper's DQN (Young & Tian 2019, the repository README's curves: 30 seeds, 100-episode mean of training
@@ -114,27 +113,15 @@ def learn(args) -> None:
     games = GAMES if args.games == ["all"] else args.games
     for game in games:
         run_dir = root / f"{label_of(args.setting)}__{game}__{seeds_label(args.first_seed, args.seeds)}"
-        now = runstate.state(run_dir)
-        if now in (runstate.DONE, runstate.FAILED):
-            print(f"{run_dir}: finished, kept", file=sys.stderr)
-            continue
-        if runstate.in_use(run_dir):  # another `learn` (on the other core) is training this game
-            print(f"{run_dir}: in use by another process, skipped", file=sys.stderr)
-            continue
-        if now == runstate.STOPPED:
-            cmd = [sys.executable, "-m", "rlrun.resume", str(run_dir)]
-        else:
-            set_aside_unfinished(run_dir)
-            overrides = [
-                *setting_overrides(args.setting),
-                f"env.id=MinAtar/{game}-v0",
-                f"seeds={args.seeds}",
-                f"seed={args.first_seed}",
-                f"total_steps={args.frames}",
-                "log.progress_interval=0",
-            ]
-            cmd = train_cmd(overrides, str(run_dir))
-        run_learning(cmd, run_dir)
+        overrides = [
+            *setting_overrides(args.setting),
+            f"env.id=MinAtar/{game}-v0",
+            f"seeds={args.seeds}",
+            f"seed={args.first_seed}",
+            f"total_steps={args.frames}",
+            "log.progress_interval=0",
+        ]
+        learn_one(run_dir, overrides)
 
 
 def value_at(steps: list[int], means: list[float], step: int, reach: float = 0.99) -> float | None:

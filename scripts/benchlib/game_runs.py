@@ -27,25 +27,29 @@ def run_dir(root: Path, label: str, game: str, seed: int) -> Path:
 
 
 def learn_each(root: Path, jobs: Iterable[tuple[str, str, int, list[str]]]) -> None:
-    """Each job (label, game, seed, the overrides of `rlrun.train`) one run, one after another: a finished
-    run is kept, one another process is training (the other core's `learn`) skipped, a stopped one resumed
-    from its checkpoint, one stopped before its first checkpoint set aside and started anew."""
+    """Each job (label, game, seed, the overrides of `rlrun.train`) one run by `learn_one`, one after another."""
     root.mkdir(parents=True, exist_ok=True)
     for label, game, seed, overrides in jobs:
-        run = run_dir(root, label, game, seed)
-        now = runstate.state(run)
-        if now in (runstate.DONE, runstate.FAILED):
-            print(f"{run}: finished, kept", file=sys.stderr)
-            continue
-        if runstate.in_use(run):
-            print(f"{run}: in use by another process, skipped", file=sys.stderr)
-            continue
-        if now == runstate.STOPPED:
-            cmd = [sys.executable, "-m", "rlrun.resume", str(run)]
-        else:
-            set_aside_unfinished(run)
-            cmd = train_cmd(overrides, str(run))
-        run_learning(cmd, run)
+        learn_one(run_dir(root, label, game, seed), overrides)
+
+
+def learn_one(run: Path, overrides: list[str]) -> None:
+    """The run in `run`: kept where finished, skipped where another process is training it (the other core's
+    `learn`), resumed from its checkpoint where stopped, set aside and started anew with `overrides` where it
+    stopped before its first checkpoint, else started."""
+    now = runstate.state(run)
+    if now in (runstate.DONE, runstate.FAILED):
+        print(f"{run}: finished, kept", file=sys.stderr)
+        return
+    if runstate.in_use(run):
+        print(f"{run}: in use by another process, skipped", file=sys.stderr)
+        return
+    if now == runstate.STOPPED:
+        cmd = [sys.executable, "-m", "rlrun.resume", str(run)]
+    else:
+        set_aside_unfinished(run)
+        cmd = train_cmd(overrides, str(run))
+    run_learning(cmd, run)
 
 
 def set_aside_unfinished(run_dir: Path) -> None:
