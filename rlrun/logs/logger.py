@@ -85,6 +85,7 @@ class RunLogger:
                 sink.start(config.hparams, config.yaml)
         self.window: deque[float] = deque(maxlen=window)
         self.history: list[tuple[int, float]] = []
+        self.evals: list[tuple[int, float]] = []  # (env step, mean return) of each evaluation, for returns.png
         self.reward_threshold = reward_threshold
         self.episode = 0
         self.best_mean: float | None = None
@@ -114,6 +115,7 @@ class RunLogger:
         state.update(
             window=list(self.window),
             history=[list(h) for h in self.history],
+            evals=[list(e) for e in self.evals],
             wall_time=self.wall_before + time.perf_counter() - self.start_time,
         )
         return state
@@ -123,6 +125,7 @@ class RunLogger:
             setattr(self, k, state[k])
         self.window.extend(state["window"])
         self.history = [tuple(h) for h in state["history"]]
+        self.evals = [tuple(e) for e in state.get("evals", [])]  # none in checkpoints older than the key
         self.wall_before = state["wall_time"]
 
     def flush(self) -> None:
@@ -181,6 +184,7 @@ class RunLogger:
             self._scalar(tag, value, step)
         if "eval/mean_return" in values:
             self.last_eval = values["eval/mean_return"]
+            self.evals.append((step, self.last_eval))
             self._show(self.bar.n)
 
     def progress(self, step: int, sps: float) -> None:
@@ -244,6 +248,8 @@ class RunLogger:
         fig, ax = plt.subplots(figsize=(7, 4))
         ax.plot(steps, rets, ".", alpha=0.3, label="episode return")
         ax.plot(steps[k - 1 :], rolling, label=f"{k}-episode mean")
+        if self.evals:
+            ax.plot(*zip(*self.evals), "D", color="black", ms=5, label="evaluation (mean return)")
         if self.reward_threshold is not None:
             ax.axhline(self.reward_threshold, color="gray", ls="--", label="reward threshold")
         ax.set_xlabel("env step")

@@ -34,6 +34,30 @@ def test_episodes_ending_at_one_vector_step_give_one_mean_return_point(tmp_path)
     assert rows[1:] == ["16,1,1.0,5", "31,2,2.0,7", "32,3,3.0,9"]
 
 
+def test_returns_png_shows_each_evaluation_and_a_resumed_run_keeps_them(tmp_path, monkeypatch):
+    """Before: the figure showed training episodes only, not the evaluations the summary reports."""
+    import matplotlib.axes
+
+    drawn = []
+    plot = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda ax, *a, **k: drawn.append((a, k)) or plot(ax, *a, **k))
+    log = RunLogger(tmp_path, config_record(OmegaConf.create({"seed": 0})), 64, None, progress_bar=False, window=2)
+    log.episodes_end(16, [(16, 1.0, 5)])
+    log.scalars(16, {"eval/mean_return": 1.5, "eval/std_return": 0.5})
+    state = log.state_dict()
+    log.close(32)
+    resumed = RunLogger(
+        tmp_path, config_record(OmegaConf.create({"seed": 0})), 64, None, progress_bar=False, window=2, resume_step=16
+    )
+    resumed.load_state_dict(state)
+    resumed.episodes_end(32, [(32, 2.0, 5)])
+    resumed.scalars(32, {"eval/mean_return": 2.5})
+    resumed.close(32)
+    assert resumed.plot("title") == tmp_path / "returns.png"
+    evals = [a for a, k in drawn if k.get("label") == "evaluation (mean return)"]
+    assert [tuple(map(list, a[:2])) for a in evals] == [([16, 32], [1.5, 2.5])]
+
+
 # --- logging backends (rlrun.logs.sinks) ------------------------------------------------------------------
 
 
