@@ -18,6 +18,7 @@ Every run also gets BUDGET (1.5M env steps, epsilon over the first 100k, a 10-ep
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from benchlib.common import merged, moving_means, read_summary, refusing, report
@@ -76,6 +77,13 @@ def evaluations(run: Path) -> list[tuple[int, float]]:
     return [(int(s), float(v)) for s, v in zip(curve["step"], curve["value"])]
 
 
+def _number(summary: dict, key: str) -> float | None:
+    """A summary.json value that is a finite number, else None (a run that did not finish, or a damaged file)."""
+    value = summary.get(key)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
 def measure(run: Path, marks: list[int]) -> dict:
     """What the tables show of one run; `final` and `eval` None while it is unfinished."""
     steps, means = moving_means(run / "episodes.csv") if (run / "episodes.csv").is_file() else ([], [])
@@ -84,11 +92,11 @@ def measure(run: Path, marks: list[int]) -> dict:
     evals = evaluations(run)
     return {
         "at": [mean_at(steps, means, m) for m in marks],
-        "final": summary.get("final_mean_return_100"),
-        "eval": summary.get("final_eval_return"),
+        "final": _number(summary, "final_mean_return_100"),
+        "eval": _number(summary, "final_eval_return"),
         "evals": evals,
-        "sps": summary.get("sps"),
-        "wall": summary.get("wall_time_s"),
+        "sps": _number(summary, "sps"),
+        "wall": _number(summary, "wall_time_s"),
         "reached": reached,
     }
 

@@ -59,7 +59,9 @@ def test_aggregate_reads_the_curve_at_the_marks_and_pairs_rows_by_seed(tmp_path,
     write_run(tmp_path, "preset__Pong__seed1", [-20.0] * 300,
               {"final_mean_return_100": -20.0, "final_eval_return": -21.0, "sps": 200.0, "wall_time_s": 7500.0},
               [(1_500_000, -21.0)])  # fmt: skip
-    write_run(tmp_path, "preset__Pong__seed2", [-20.0] * 300, {}, [])  # no pair for seed 2
+    # no pair for seed 2; its summary damaged (a string, a bool, NaN): shown as missing, not a traceback
+    write_run(tmp_path, "preset__Pong__seed2", [-20.0] * 300, {"sps": "fast", "final_mean_return_100": True}, [])
+    (tmp_path / "preset__Pong__seed2" / "summary.json").write_text('{"final_eval_return": NaN, "sps": "fast"}')
     (tmp_path / "der_convln__Pong__seed1.stopped-1").mkdir()  # set aside: not read
     bench.aggregate(SimpleNamespace(root=str(tmp_path), marks=[500_000, 1_000_000, 2_000_000], base="preset"))
     out = capsys.readouterr().out
@@ -68,6 +70,7 @@ def test_aggregate_reads_the_curve_at_the_marks_and_pairs_rows_by_seed(tmp_path,
                        "705,000 (20 min)"]  # fmt: skip
     assert runs[1][:10] == ["preset", "Pong", "1", "-20.0", "-20.0", "-", "-20.0", "-21.0", "200", "125"]
     assert runs[1][10] == "-" and len(runs) == 3
+    assert runs[2][6:10] == ["-", "-", "-", "-"]
     paired = table_rows(out, "each row against preset")
     assert paired == [["der_convln", "Pong", "1", "49.9 - -20.0 = +69.9", "20.0 - -21.0 = +41.0", "3.00x"]]
 
