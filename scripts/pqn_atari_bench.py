@@ -88,7 +88,8 @@ def measure(run: Path, marks: list[int]) -> dict:
     """What the tables show of one run; `final` and `eval` None while it is unfinished."""
     steps, means = moving_means(run / "episodes.csv") if (run / "episodes.csv").is_file() else ([], [])
     summary = read_summary(run) if (run / "summary.json").is_file() else {}
-    reached = next((s for s, m in zip(steps, means) if m >= GOAL), None)
+    # a full window only: the mean of a run's first few episodes is no 100-episode mean
+    reached = next((s for i, (s, m) in enumerate(zip(steps, means)) if i >= 99 and m >= GOAL), None)
     evals = evaluations(run)
     return {
         "at": [mean_at(steps, means, m) for m in marks],

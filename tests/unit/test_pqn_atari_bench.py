@@ -75,6 +75,12 @@ def test_aggregate_reads_the_curve_at_the_marks_and_pairs_rows_by_seed(tmp_path,
     assert paired == [["der_convln", "Pong", "1", "49.9 - -20.0 = +69.9", "20.0 - -21.0 = +41.0", "3.00x"]]
 
 
+def test_steps_to_the_goal_count_only_full_100_episode_windows(tmp_path):
+    """Before: a first episode of 20 counted as a 100-episode mean of 20."""
+    write_run(tmp_path, "preset__Pong__seed1", [20.0] + [-20.0] * 150, {"sps": 100.0}, [])
+    assert bench.measure(tmp_path / "preset__Pong__seed1", [])["reached"] is None
+
+
 def test_aggregate_of_no_runs_says_so(tmp_path):
     try:
         bench.aggregate(SimpleNamespace(root=str(tmp_path / "none"), marks=[1], base="preset"))
